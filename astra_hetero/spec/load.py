@@ -1,0 +1,158 @@
+"""YAML → validated `Spec`, with every problem reported as a field path and a reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from astra_hetero.errors import SpecError
+from astra_hetero.spec.schema import Spec
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif str(part).startswith(("function-", "tagged-union", "literal[", "list[", "str", "int")):
+            continue  # pydantic's union-branch labels are noise for a user
+        else:
+            path += f".{part}" if path else str(part)
+    return path
+
+
+def _reason(error: dict[str, Any]) -> str:
+    message = str(error.get("msg", "invalid"))
+    for prefix in ("Value error, ", "Assertion failed, "):
+        message = message.removeprefix(prefix)
+    if error.get("type") == "extra_forbidden":
+        return "unknown field (check the spelling; unknown keys are rejected)"
+    if error.get("type") == "missing":
+        return "required field is missing"
+    return message
+
+
+def spec_error_from_validation(exc: ValidationError) -> SpecError:
+    """One error that names each offending field; deduplicated across union branches."""
+    seen: dict[str, str] = {}
+    for error in exc.errors():
+        path = _field_path(tuple(error.get("loc", ())))
+        seen.setdefault(path, _reason(error))
+    items = list(seen.items())
+    first_path, first_reason = items[0]
+    if len(items) == 1:
+        return SpecError(first_path, first_reason)
+    details = "; ".join(f"{p or '<spec>'}: {r}" for p, r in items[1:])
+    return SpecError(first_path, f"{first_reason} (also: {details})")
+
+
+def parse_spec(data: Any, source: Path | None = None) -> Spec:
+    """Validate a spec given as plain data (e.g. built in code or read from YAML)."""
+    if not isinstance(data, dict):
+        raise SpecError("", f"the spec must be a mapping of sections, got {type(data).__name__}")
+    try:
+        spec = Spec.model_validate(data)
+    except ValidationError as exc:
+        raise spec_error_from_validation(exc) from None
+    check_consistency(spec)
+    if spec.calibration is not None and source is not None:
+        calibration = (source.parent / spec.calibration).resolve()
+        if not calibration.is_file():
+            raise SpecError("calibration", f"file not found: {calibration}")
+        spec = spec.model_copy(update={"calibration": str(calibration)})
+    return spec
+
+
+def load_spec(path: str | Path) -> Spec:
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError("", f"spec file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise SpecError("", f"{path} is not valid YAML: {exc}") from None
+    return parse_spec(data, source=path)
+
+
+def check_consistency(spec: Spec) -> None:
+    """Checks that span sections: products, divisibility, mapping names, partition lengths and sums."""
+    par, model, cluster = spec.parallelism, spec.model, spec.cluster
+    world = par.tp * par.pp * par.dp
+    if world != cluster.num_gpus:
+        raise SpecError(
+            "parallelism",
+            f"tp·pp·dp = {par.tp}·{par.pp}·{par.dp} = {world} but the cluster has {cluster.num_gpus} GPUs",
+        )
+    for field, value in (("num_heads", model.num_heads), ("num_kv_heads", model.num_kv_heads),
+                         ("ffn_size", model.ffn_size)):
+        if value % par.tp:
+            raise SpecError("parallelism.tp", f"tp={par.tp} does not divide model.{field}={value}")
+    if par.sequence_parallel and par.tp == 1:
+        raise SpecError("parallelism.sequence_parallel", "needs tp > 1")
+    if model.num_layers < par.pp:
+        raise SpecError("parallelism.pp", f"pp={par.pp} exceeds the model's {model.num_layers} layers")
+    if par.global_batch_size % par.micro_batch_size:
+        raise SpecError(
+            "parallelism.global_batch_size",
+            f"{par.global_batch_size} is not a multiple of micro_batch_size {par.micro_batch_size}",
+        )
+    num_micro_batches = par.global_batch_size // par.micro_batch_size
+    if num_micro_batches < par.dp:
+        raise SpecError(
+            "parallelism.global_batch_size",
+            f"{num_micro_batches} micro-batches cannot feed dp={par.dp} replicas (each needs at least one)",
+        )
+    if not par.allow_tp_across_nodes:
+        for i, group in enumerate(cluster.node_groups):
+            if group.gpus_per_node % par.tp:
+                raise SpecError(
+                    f"cluster.node_groups[{i}].gpus_per_node",
+                    f"tp={par.tp} must divide gpus_per_node={group.gpus_per_node} so that every TP group "
+                    "stays inside one node (set parallelism.allow_tp_across_nodes to permit spanning)",
+                )
+    _check_mapping(spec)
+    _check_partition(spec, num_micro_batches)
+
+
+def _check_mapping(spec: Spec) -> None:
+    names = spec.cluster.group_names
+    for field, entries, expected in (("stages", spec.mapping.stages, spec.parallelism.pp),
+                                     ("replicas", spec.mapping.replicas, spec.parallelism.dp)):
+        if entries is None:
+            continue
+        if len(entries) != expected:
+            raise SpecError(f"mapping.{field}", f"has {len(entries)} entries, expected {expected}")
+        for i, name in enumerate(entries):
+            if name not in names:
+                raise SpecError(f"mapping.{field}[{i}]", f"unknown node group {name!r}; known: {', '.join(names)}")
+
+
+def _check_partition(spec: Spec, num_micro_batches: int) -> None:
+    layers = spec.partition.layers
+    if isinstance(layers, list):
+        if len(layers) != spec.parallelism.pp:
+            raise SpecError("partition.layers", f"has {len(layers)} entries, expected pp={spec.parallelism.pp}")
+        if sum(layers) != spec.model.num_layers:
+            raise SpecError(
+                "partition.layers", f"sums to {sum(layers)} but the model has {spec.model.num_layers} layers"
+            )
+    batches = spec.partition.micro_batches
+    if isinstance(batches, list):
+        if len(batches) != spec.parallelism.dp:
+            raise SpecError(
+                "partition.micro_batches", f"has {len(batches)} entries, expected dp={spec.parallelism.dp}"
+            )
+        if sum(batches) != num_micro_batches:
+            raise SpecError(
+                "partition.micro_batches",
+                f"sums to {sum(batches)} but global_batch_size/micro_batch_size = {num_micro_batches}",
+            )
+    elif batches == "uniform" and num_micro_batches % spec.parallelism.dp:
+        raise SpecError(
+            "partition.micro_batches",
+            f"uniform split of {num_micro_batches} micro-batches over dp={spec.parallelism.dp} is uneven; "
+            "use auto or an explicit list",
+        )

@@ -1,0 +1,77 @@
+"""The one place where units are converted.
+
+Conventions: time inside the package is integer nanoseconds (ASTRA-sim's cycle is 1 ns); sizes are
+bytes; link rates are given in Gbit/s and converted here to bytes per nanosecond.
+"""
+
+from __future__ import annotations
+
+NS_PER_US = 1_000
+NS_PER_MS = 1_000_000
+NS_PER_S = 1_000_000_000
+BYTES_PER_GIB = 1024**3
+BYTES_PER_MIB = 1024**2
+
+
+def gbps_to_bytes_per_ns(gbps: float) -> float:
+    """Gbit/s to bytes per nanosecond (1 Gbit/s = 0.125 B/ns)."""
+    return gbps / 8.0
+
+
+def gbytes_per_s_to_gbps(gbytes_per_s: float) -> float:
+    """GB/s (decimal) to Gbit/s."""
+    return gbytes_per_s * 8.0
+
+
+def gbps_to_gbytes_per_s(gbps: float) -> float:
+    return gbps / 8.0
+
+
+def tflops_to_flops_per_ns(tflops: float) -> float:
+    return tflops * 1e3
+
+
+def tbytes_per_s_to_bytes_per_ns(tbytes_per_s: float) -> float:
+    return tbytes_per_s * 1e3
+
+
+def ns_to_us(ns: float) -> float:
+    return ns / NS_PER_US
+
+
+def us_to_ns(us: float) -> int:
+    return round(us * NS_PER_US)
+
+
+def format_rate_gbps(gbps: float) -> str:
+    """ns-3 topology rate string, e.g. 400 -> '400Gbps', 12.5 -> '12500Mbps'."""
+    if float(gbps).is_integer():
+        return f"{int(gbps)}Gbps"
+    mbps = gbps * 1000
+    if float(mbps).is_integer():
+        return f"{int(mbps)}Mbps"
+    return f"{round(gbps * 1e9)}bps"
+
+
+def parse_rate_to_gbps(text: str) -> float:
+    """Inverse of `format_rate_gbps`; accepts bps/Kbps/Mbps/Gbps/Tbps suffixes."""
+    scales = {"tbps": 1e3, "gbps": 1.0, "mbps": 1e-3, "kbps": 1e-6, "bps": 1e-9}
+    low = text.strip().lower()
+    for suffix, scale in scales.items():
+        if low.endswith(suffix):
+            return float(low[: -len(suffix)]) * scale
+    raise ValueError(f"not a link rate: {text!r} (expected e.g. 400Gbps)")
+
+
+def format_delay_ns(ns: float) -> str:
+    """ns-3 topology delay string in milliseconds, e.g. 500 -> '0.0005ms'."""
+    return f"{ns / NS_PER_MS:.9f}".rstrip("0").rstrip(".") + "ms"
+
+
+def parse_delay_to_ns(text: str) -> float:
+    scales = {"ms": NS_PER_MS, "us": NS_PER_US, "ns": 1.0, "s": NS_PER_S}
+    low = text.strip().lower()
+    for suffix in ("ms", "us", "ns", "s"):
+        if low.endswith(suffix):
+            return float(low[: -len(suffix)]) * scales[suffix]
+    raise ValueError(f"not a link delay: {text!r} (expected e.g. 0.0005ms)")
