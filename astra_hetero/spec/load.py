@@ -66,14 +66,38 @@ def parse_spec(data: Any, source: Path | None = None) -> Spec:
     return spec
 
 
+def _read_yaml(path: Path, field: str) -> Any:
+    if not path.is_file():
+        raise SpecError(field, f"file not found: {path}")
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise SpecError(field, f"{path} is not valid YAML: {exc}") from None
+
+
+def _with_includes(data: Any, source: Path) -> Any:
+    """`include: file.yaml` (or a list) pulls in top-level sections, e.g. a network_configs preset.
+
+    Sections the including spec gives itself replace the included ones whole.
+    """
+    if not isinstance(data, dict) or "include" not in data:
+        return data
+    includes = data.pop("include")
+    merged: dict[str, Any] = {}
+    for index, name in enumerate(includes if isinstance(includes, list) else [includes]):
+        field = f"include[{index}]" if isinstance(includes, list) else "include"
+        path = (source.parent / str(name)).resolve()
+        included = _with_includes(_read_yaml(path, field), path)
+        if not isinstance(included, dict):
+            raise SpecError(field, f"{name} must hold a mapping of spec sections")
+        merged.update(included)
+    merged.update(data)
+    return merged
+
+
 def load_spec(path: str | Path) -> Spec:
     path = Path(path)
-    if not path.is_file():
-        raise SpecError("", f"spec file not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise SpecError("", f"{path} is not valid YAML: {exc}") from None
+    data = _with_includes(_read_yaml(path, ""), path)
     return parse_spec(data, source=path)
 
 

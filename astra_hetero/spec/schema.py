@@ -246,6 +246,7 @@ class ParallelismSpec(Strict):
     recompute: Literal["none", "selective", "full"] = "none"
     distributed_optimizer: bool = False
     dp_bucket_mib: PositiveFloat = Field(25.0, description="gradient bucket size for overlapped DP sync")
+    grad_reduce_in_fp32: bool = Field(True, description="reduce gradients in FP32 (Megatron's default for BF16)")
     allow_tp_across_nodes: bool = False
 
 

@@ -1,0 +1,1 @@
+"""Drivers for the real ASTRA-sim binaries: locate, build the command, run (native or Docker), parse."""

@@ -1,0 +1,123 @@
+"""The ASTRA-sim backends: analytical (congestion-aware, -unaware) and ns-3, native or in Docker.
+
+`run(run_dir)` checks the run directory, runs the binary with a timeout (its output streamed to
+`logs/<backend>.log`), and parses the output into a `RunResult`. On any failure it raises with the
+log's tail and returns nothing; the caller writes `result.json` only on success.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from astra_hetero import rundir
+from astra_hetero.backends.astrasim.command import FLAVORS, Flavor, build_command
+from astra_hetero.backends.astrasim.locate import locate_binary
+from astra_hetero.backends.astrasim.parse import ParsedRun, parse_output
+from astra_hetero.backends.astrasim.process import ProcessOutcome, run_native
+from astra_hetero.errors import BackendUnavailable, RunDirError
+from astra_hetero.results.model import RankResult, RunOutput, RunResult
+
+CYCLES_NOTE = "ASTRA-sim cycles are nanoseconds; times here are microseconds (cycles / 1000)"
+
+
+@dataclass(frozen=True)
+class AstraSimBackend:
+    flavor: Flavor
+    binary: str | None = None
+    bin_dir: str | None = None
+    docker_image: str | None = None
+    timeout_s: float | None = None
+    docker_client: Any = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.timeout_s is not None and self.timeout_s <= 0:
+            raise BackendUnavailable(f"timeout_s must be positive, got {self.timeout_s}")
+
+    @property
+    def name(self) -> str:
+        return self.flavor.backend
+
+    @property
+    def log_name(self) -> str:
+        return f"{rundir.LOGS_DIR}/{self.name}.log"
+
+    def run(self, run_dir: Path) -> RunOutput:
+        run_dir = Path(run_dir)
+        manifest = rundir.RunDir(run_dir).read_manifest()
+        labels = rank_labels(manifest, run_dir)
+        for rank in range(len(labels)):
+            if not rundir.RunDir(run_dir).trace_path(rank).is_file():
+                raise RunDirError(f"{rundir.RunDir(run_dir).trace_path(rank)}: missing trace of rank {rank}")
+        log_path = run_dir / self.log_name
+        outcome, argv = self._execute(run_dir, log_path)
+        text = log_path.read_text(errors="replace")
+        parsed = parse_output(text, len(labels), outcome, binary=Path(argv[0]).name)
+        meta = {"argv": list(argv), "log": self.log_name, "docker_image": self.docker_image}
+        return RunOutput(to_result(self.name, parsed, labels, outcome, meta))
+
+    def _execute(self, run_dir: Path, log_path: Path) -> tuple[ProcessOutcome, tuple[str, ...]]:
+        if self.docker_image is None:
+            executable = locate_binary(self.flavor.binary_name, self.binary, self.bin_dir)
+            command = build_command(self.flavor, run_dir, str(executable))
+            return run_native(command, log_path, self.timeout_s), command.argv
+        # Imported here so that native runs need neither the docker SDK nor an engine.
+        from astra_hetero.backends.astrasim.docker import CONTAINER_ROOT, DockerRunner
+
+        runner = DockerRunner(self.docker_image, self.docker_client, self.binary, self.bin_dir)
+        executable = runner.executable(self.flavor.binary_name)
+        command = build_command(self.flavor, run_dir, executable, CONTAINER_ROOT)
+        return runner.run(command, run_dir, log_path, self.timeout_s), command.argv
+
+
+def rank_labels(manifest: dict[str, Any], run_dir: Path) -> list[dict[str, Any]]:
+    """manifest["ranks"], checked to list ranks 0..N-1 in order with the labels a result needs."""
+    path = run_dir / rundir.MANIFEST
+    ranks = manifest.get("ranks")
+    if not isinstance(ranks, list) or not ranks:
+        raise RunDirError(f"{path}: no `ranks` list")
+    for index, entry in enumerate(ranks):
+        if not isinstance(entry, dict) or entry.get("rank") != index:
+            raise RunDirError(f"{path}: ranks[{index}] should describe rank {index}")
+        missing = [key for key in ("gpu", "stage", "replica") if key not in entry]
+        if missing:
+            raise RunDirError(f"{path}: ranks[{index}] lacks {', '.join(missing)}")
+    if manifest.get("num_ranks", len(ranks)) != len(ranks):
+        raise RunDirError(f"{path}: num_ranks is {manifest['num_ranks']} but {len(ranks)} ranks are listed")
+    return ranks
+
+
+def to_result(backend: str, parsed: ParsedRun, labels: list[dict[str, Any]], outcome: ProcessOutcome,
+              meta: dict[str, Any]) -> RunResult:
+    """Cycles -> µs. idle = iteration − compute − exposed communication (bubbles, waiting on peers)."""
+    iteration_us = max(rank.finish for rank in parsed.ranks) / 1000
+    ranks = []
+    for cycles, label in zip(parsed.ranks, labels, strict=True):
+        compute_us, exposed_us = cycles.gpu / 1000, cycles.exposed_comm / 1000
+        ranks.append(RankResult(
+            rank=cycles.rank, gpu=str(label["gpu"]), stage=int(label["stage"]), replica=int(label["replica"]),
+            finish_us=cycles.finish / 1000, compute_us=compute_us, exposed_comm_us=exposed_us,
+            idle_us=iteration_us - compute_us - exposed_us,
+            node=label.get("node"), tp_index=label.get("tp_index"),
+        ))
+    return RunResult(
+        backend=backend, iteration_time_us=iteration_us, ranks=tuple(ranks), warnings=parsed.warnings,
+        exit_status=outcome.exit_status, wall_time_s=outcome.wall_time_s, time_unit_note=CYCLES_NOTE,
+        meta=meta,
+    )
+
+
+def _factory(backend: str):
+    def create(binary: str | None = None, bin_dir: str | None = None, docker_image: str | None = None,
+               timeout_s: float | None = None, docker_client: Any = None) -> AstraSimBackend:
+        return AstraSimBackend(FLAVORS[backend], binary, bin_dir, docker_image, timeout_s, docker_client)
+
+    create.__name__ = backend.replace("-", "_")
+    create.__doc__ = f"The {backend!r} backend ({FLAVORS[backend].binary_name})."
+    return create
+
+
+analytical_aware = _factory("analytical")
+analytical_unaware = _factory("analytical-unaware")
+ns3 = _factory("ns3")

@@ -1,0 +1,78 @@
+"""Run one native command with a timeout, its output streamed into a log file.
+
+The process gets its own session so that a timeout (or Ctrl-C) can end it together with anything it
+started; nothing is left running behind a failed run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from astra_hetero.backends.astrasim.command import Command
+from astra_hetero.errors import BackendUnavailable
+
+# After SIGTERM, how long a timed-out simulator may take to exit before it gets SIGKILL.
+TERMINATE_GRACE_S = 5.0
+
+
+@dataclass(frozen=True)
+class ProcessOutcome:
+    """How a run ended. `exit_status` is negative when a signal ended it (subprocess convention)."""
+
+    exit_status: int | None
+    timed_out: bool
+    wall_time_s: float
+
+
+def log_header(command: Command) -> str:
+    """The first line of every log: what ran where (the parser ignores it)."""
+    return f"# astra-hetero: cwd={command.cwd} argv={list(command.argv)}\n"
+
+
+def run_native(command: Command, log_path: Path, timeout_s: float | None) -> ProcessOutcome:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    Path(command.cwd).mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with open(log_path, "wb") as log:
+        log.write(log_header(command).encode())
+        log.flush()
+        try:
+            process = subprocess.Popen(
+                list(command.argv), cwd=command.cwd, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        except OSError as exc:
+            raise BackendUnavailable(f"cannot start {command.argv[0]}: {exc.strerror or exc}") from None
+        timed_out = False
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _end_group(process)
+        finally:
+            if process.poll() is None:  # interrupted (e.g. KeyboardInterrupt): leave nothing running
+                _end_group(process)
+    return ProcessOutcome(process.returncode, timed_out, time.monotonic() - started)
+
+
+def _end_group(process: subprocess.Popen) -> None:
+    """SIGTERM the whole process group, give it a grace period, then SIGKILL whatever is left."""
+    _signal_group(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=TERMINATE_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    _signal_group(process.pid, signal.SIGKILL)  # children may outlive the leader
+    process.wait()
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass  # the group is already gone

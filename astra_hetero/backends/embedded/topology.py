@@ -1,0 +1,124 @@
+"""The cluster network as ASTRA-sim's ns-3 backend reads it from `ns3/topology.txt`.
+
+Format: line 1 `total_nodes switch_count link_count`; line 2 the switch ids; then one link a line,
+`src dst RATE DELAY ERROR_RATE`. Links are full duplex: each line becomes two directed links with the
+line's rate and delay. Non-switch nodes are hosts; the first N of them (by id) are the NPUs, rank i
+being the i-th. Only switches forward traffic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from astra_hetero import units
+from astra_hetero.errors import RunDirError
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Directed links `k` go `link_src[k] -> link_dst[k]`; line j of the file gives links 2j and 2j+1."""
+
+    num_nodes: int
+    is_switch: list[bool]
+    npus: list[int]  # rank -> node id
+    link_src: list[int]
+    link_dst: list[int]
+    link_bytes_per_ns: list[float]
+    link_delay_ns: list[int]
+    out_links: list[list[int]]  # node id -> directed links leaving it
+
+    @property
+    def num_links(self) -> int:
+        return len(self.link_src)
+
+    def neighbours(self, node: int) -> list[int]:
+        return [self.link_dst[k] for k in self.out_links[node]]
+
+
+def parse_topology(text: str, source: str = "topology.txt") -> Topology:
+    lines = [line.split() for line in text.splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    if not lines or len(lines[0]) != 3:
+        raise RunDirError(f"{source}: line 1 must be 'total_nodes switch_count link_count'")
+    try:
+        num_nodes, num_switches, num_lines = (int(x) for x in lines[0])
+        switch_ids = [int(x) for x in (lines[1] if len(lines) > 1 else [])]
+    except ValueError:
+        raise RunDirError(f"{source}: lines 1-2 must hold integers") from None
+    if len(switch_ids) != num_switches:
+        raise RunDirError(f"{source}: line 2 lists {len(switch_ids)} switch ids, line 1 says {num_switches}")
+    link_lines = [(number, fields) for number, fields in enumerate(lines[2:], start=3) if fields]
+    if len(link_lines) != num_lines:
+        raise RunDirError(f"{source}: {len(link_lines)} link lines, line 1 says {num_lines}")
+    is_switch = [False] * num_nodes
+    for node in switch_ids:
+        _check_node(node, num_nodes, source, 2)
+        is_switch[node] = True
+    topo = Topology(num_nodes, is_switch, [n for n in range(num_nodes) if not is_switch[n]], [], [], [], [],
+                    [[] for _ in range(num_nodes)])
+    for number, fields in link_lines:
+        _add_link(topo, fields, source, number)
+    return topo
+
+
+def _check_node(node: int, num_nodes: int, source: str, line: int) -> None:
+    if not 0 <= node < num_nodes:
+        raise RunDirError(f"{source}:{line}: node id {node} outside 0..{num_nodes - 1}")
+
+
+def _add_link(topo: Topology, fields: list[str], source: str, line: int) -> None:
+    if len(fields) < 4:
+        raise RunDirError(f"{source}:{line}: expected 'src dst RATE DELAY ERROR_RATE'")
+    try:
+        src, dst = int(fields[0]), int(fields[1])
+        gbps = units.parse_rate_to_gbps(fields[2])
+        delay_ns = round(units.parse_delay_to_ns(fields[3]))
+    except ValueError as exc:
+        raise RunDirError(f"{source}:{line}: {exc}") from None
+    for node in (src, dst):
+        _check_node(node, topo.num_nodes, source, line)
+    if gbps <= 0 or delay_ns < 0 or src == dst:
+        raise RunDirError(f"{source}:{line}: a link needs two distinct ends, a positive rate, a delay >= 0")
+    for a, b in ((src, dst), (dst, src)):
+        topo.out_links[a].append(len(topo.link_src))
+        topo.link_src.append(a)
+        topo.link_dst.append(b)
+        topo.link_bytes_per_ns.append(units.gbps_to_bytes_per_ns(gbps))
+        topo.link_delay_ns.append(delay_ns)
+
+
+def read_topology(path: Path) -> Topology:
+    if not path.is_file():
+        raise RunDirError(f"{path}: missing (the embedded backend simulates the ns-3 topology file)")
+    return parse_topology(path.read_text(), str(path))
+
+
+def host_groups(topo: Topology, num_ranks: int) -> list[int]:
+    """Rank -> machine index, derived from the graph when the manifest does not say.
+
+    A switch whose neighbours are all hosts, or NIC-like switches (degree <= 2), is an intra-node
+    fabric (NVSwitch, PCIe switch): the ranks it connects share a machine. Ranks reached by no such
+    switch are machines of their own.
+    """
+    parent = list(range(num_ranks))
+    rank_of = {node: rank for rank, node in enumerate(topo.npus[:num_ranks])}
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for switch in range(topo.num_nodes):
+        if not topo.is_switch[switch]:
+            continue
+        neighbours = topo.neighbours(switch)
+        if any(topo.is_switch[n] and len(topo.out_links[n]) > 2 for n in neighbours):
+            continue
+        members = sorted(rank_of[n] for n in neighbours if n in rank_of)
+        for other in members[1:]:
+            parent[find(other)] = find(members[0])
+    roots: dict[int, int] = {}
+    return [roots.setdefault(find(rank), len(roots)) for rank in range(num_ranks)]

@@ -1,0 +1,26 @@
+"""`astra-hetero build SPEC.yaml -o RUN_DIR`: workload and topology in one run directory."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from astra_hetero.cli.generate import describe_workload
+from astra_hetero.pipeline import build_run_dir
+from astra_hetero.spec import load_spec
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("build", help="generate the workload and render the topology")
+    parser.add_argument("spec", type=Path, help="experiment spec (YAML)")
+    parser.add_argument("-o", "--output", type=Path, required=True, help="run directory")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = load_spec(args.spec)
+    run_dir = build_run_dir(spec, args.output, progress=not args.quiet)
+    print(describe_workload(run_dir))
+    print(f"network inputs written to {run_dir.root}/ns3 and {run_dir.root}/analytical")
+    return 0

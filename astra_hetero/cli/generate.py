@@ -1,0 +1,32 @@
+"""`astra-hetero generate SPEC.yaml -o RUN_DIR`: Chakra traces, comm groups and manifest."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from astra_hetero.pipeline import build_run_dir
+from astra_hetero.rundir import RunDir
+from astra_hetero.spec import load_spec
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("generate", help="write one Chakra trace per rank, comm groups and manifest")
+    parser.add_argument("spec", type=Path, help="experiment spec (YAML)")
+    parser.add_argument("-o", "--output", type=Path, required=True, help="run directory")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = load_spec(args.spec)
+    run_dir = build_run_dir(spec, args.output, topology=False, progress=not args.quiet)
+    print(describe_workload(run_dir))
+    return 0
+
+
+def describe_workload(run_dir: RunDir) -> str:
+    manifest = run_dir.read_manifest()
+    return (f"{manifest['num_ranks']} ranks written to {run_dir.root}/workload "
+            f"(layers per stage {manifest['layers_per_stage']}, "
+            f"micro-batches per replica {manifest['micro_batches_per_replica']})")

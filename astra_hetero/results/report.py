@@ -1,0 +1,177 @@
+"""Text reports of one run or several: compact tables as plain text (rich) or as Markdown.
+
+Tables are built once as plain rows (`TextTable`) and rendered either way, so the terminal output and
+report.md always show the same numbers. Rows are per stage and per GPU type, never per rank, so a
+1024-rank run still fits on a screen. All times in a table share one unit, chosen from its largest value.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from astra_hetero.results.aggregate import GroupStats, Spread
+from astra_hetero.results.compare import RunSummary, all_gpus, all_stages, summarize
+from astra_hetero.results.model import RunResult
+
+WIDTH = 120
+_UNITS = ((1e6, "s"), (1e3, "ms"), (1.0, "µs"))
+
+
+@dataclass(frozen=True)
+class TextTable:
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    caption: str = ""
+
+
+def render_summary(result: RunResult, label: str = "") -> str:
+    """Iteration time and per-stage / per-GPU-type spreads of compute, exposed comm and idle."""
+    return to_text(summary_tables(summarize([(label or result.backend, result)])[0]))
+
+
+def compare_runs(results: Sequence[tuple[str, RunResult]]) -> str:
+    """Iteration times side by side (ratio to the first run), per-stage time, idle by GPU type."""
+    return to_text(comparison_tables(summarize(results)))
+
+
+def summary_tables(summary: RunSummary) -> list[TextTable]:
+    result = summary.result
+    scale, unit = time_unit(result.iteration_time_us)
+    spread_columns = (f"compute ({unit})", f"exposed comm ({unit})", f"idle ({unit})")
+    title = (f"{summary.label}: {result.backend}, {result.num_ranks} ranks, "
+             f"iteration {format_number(result.iteration_time_us / scale)} {unit}; by pipeline stage")
+    by_stage = TextTable(
+        title=title,
+        columns=("stage", "ranks", "GPUs", *spread_columns),
+        rows=tuple((g.label, str(g.num_ranks), ", ".join(g.gpus), *_spreads(g, scale))
+                   for g in summary.stages),
+        caption="cells: min / mean / max over the group's ranks"
+                + (f"; {len(result.warnings)} warning(s) in result.json" if result.warnings else ""),
+    )
+    shares = summary.idle_share_by_gpu
+    by_gpu = TextTable(
+        title=f"{summary.label}: by GPU type",
+        columns=("GPU", "ranks", "stages", *spread_columns, "idle share"),
+        rows=tuple((g.label, str(g.num_ranks), _ranges(g.stages), *_spreads(g, scale),
+                    f"{shares[g.label]:.0%}") for g in summary.gpus),
+    )
+    return [by_stage, by_gpu]
+
+
+def comparison_tables(summaries: Sequence[RunSummary]) -> list[TextTable]:
+    labels = tuple(s.label for s in summaries)
+    scale, unit = time_unit(max(s.result.iteration_time_us for s in summaries))
+    iteration = TextTable(
+        title=f"iteration time (reference: {labels[0]})",
+        columns=("run", "backend", "ranks", f"iteration ({unit})", "ratio to first"),
+        rows=tuple((s.label, s.result.backend, str(s.result.num_ranks),
+                    format_number(s.result.iteration_time_us / scale), _ratio(s.ratio_to_first))
+                   for s in summaries),
+    )
+    stages = TextTable(
+        title=f"per-stage busy time ({unit}): compute + exposed comm, mean over the stage's ranks",
+        columns=("stage", *labels),
+        rows=tuple((f"stage {stage}", *(_busy(s.stage(stage), scale) for s in summaries))
+                   for stage in all_stages(summaries)),
+    )
+    idle = TextTable(
+        title=f"where the idle time sits: mean idle per rank ({unit}) and share of the run's idle",
+        columns=("GPU", *labels),
+        rows=tuple((gpu, *(_idle_cell(s, gpu, scale) for s in summaries)) for gpu in all_gpus(summaries)),
+    )
+    return [iteration, stages, idle]
+
+
+def time_unit(largest_us: float) -> tuple[float, str]:
+    """(divisor, name) of the unit that shows `largest_us` with at most three integer digits."""
+    return next(((scale, name) for scale, name in _UNITS if abs(largest_us) >= scale), _UNITS[-1])
+
+
+def to_text(tables: Iterable[TextTable], width: int = WIDTH) -> str:
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, color_system=None, force_terminal=False,
+                      highlight=False, emoji=False)
+    for table in tables:
+        # Title and caption are printed apart from the table so that they never wrap to its width.
+        console.print(table.title)
+        rich_table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        for i, column in enumerate(table.columns):
+            rich_table.add_column(column, justify="left" if i == 0 else "right", no_wrap=True)
+        for row in table.rows:
+            rich_table.add_row(*row)
+        console.print(rich_table)
+        if table.caption:
+            console.print(table.caption + "\n")
+    return _tidy(buffer.getvalue())
+
+
+def _tidy(text: str) -> str:
+    """Strip rich's right padding and keep at most one blank line in a row."""
+    lines: list[str] = []
+    for line in (raw.rstrip() for raw in text.splitlines()):
+        if line or (lines and lines[-1]):
+            lines.append(line)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def to_markdown(tables: Iterable[TextTable]) -> str:
+    parts: list[str] = []
+    for table in tables:
+        lines = [f"### {table.title}", "", "| " + " | ".join(table.columns) + " |",
+                 "|" + "|".join(["---"] + ["---:"] * (len(table.columns) - 1)) + "|"]
+        lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in table.rows]
+        if table.caption:
+            lines += ["", table.caption]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) + "\n"
+
+
+def _spreads(group: GroupStats, scale: float) -> tuple[str, str, str]:
+    return (_spread(group.compute_us, scale), _spread(group.exposed_comm_us, scale),
+            _spread(group.idle_us, scale))
+
+
+def _spread(spread: Spread, scale: float) -> str:
+    return " / ".join(format_number(v / scale) for v in (spread.min, spread.mean, spread.max))
+
+
+def format_number(value: float) -> str:
+    """Four significant digits without an exponent: 612.3, 61.23, 6.123, 0.6123 (at most 4 decimals)."""
+    if value == 0:
+        return "0"
+    integer_digits = math.floor(math.log10(abs(value))) + 1
+    return f"{value:,.{min(max(4 - integer_digits, 1), 4)}f}"
+
+
+def _ranges(values: Sequence[int]) -> str:
+    """Compact list of integers: (0, 1, 2, 5) -> '0-2, 5'."""
+    runs: list[list[int]] = []
+    for value in values:
+        if runs and value == runs[-1][-1] + 1:
+            runs[-1].append(value)
+        else:
+            runs.append([value])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+
+
+def _ratio(ratio: float) -> str:
+    return "n/a" if math.isnan(ratio) else f"{ratio:.3f}x"
+
+
+def _busy(group: GroupStats | None, scale: float) -> str:
+    return "-" if group is None else format_number(group.busy_us / scale)
+
+
+def _idle_cell(summary: RunSummary, gpu: str, scale: float) -> str:
+    group = next((g for g in summary.gpus if g.label == gpu), None)
+    if group is None:
+        return "-"
+    return f"{format_number(group.idle_us.mean / scale)} ({summary.idle_share_by_gpu[gpu]:.0%})"

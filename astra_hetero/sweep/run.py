@@ -1,0 +1,173 @@
+"""Run sweep points in parallel (local processes, or Ray tasks) and combine their results.
+
+Each point builds its own run directory `OUT_DIR/<point name>` and runs it through
+`pipeline.execute`; a point that fails is recorded with its error and the others go on.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import multiprocessing
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+
+from astra_hetero.errors import AstraHeteroError, BackendUnavailable
+from astra_hetero.results.model import RunResult
+from astra_hetero.rundir import write_text_atomic
+from astra_hetero.sweep.plan import Sweep, SweepPoint
+
+CSV_NAME = "sweep.csv"
+METRICS = ("iteration_time_us", "num_ranks", "mean_compute_us", "mean_exposed_comm_us", "mean_idle_us",
+           "max_idle_us")
+
+
+@dataclass(frozen=True)
+class PointOutcome:
+    index: int
+    name: str
+    overrides: dict[str, Any]
+    run_dir: str
+    error: str = ""  # empty when the point succeeded
+    metrics: dict[str, float] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+
+OnDone = Callable[[PointOutcome], None]
+
+
+def run_point(point: SweepPoint, out_dir: str, backend: str, options: dict[str, Any]) -> PointOutcome:
+    """Build and run one point; never raises for a failure of the point itself."""
+    from astra_hetero import pipeline
+    from astra_hetero.spec import parse_spec
+
+    run_dir = Path(out_dir) / point.name
+    try:
+        built = pipeline.build_run_dir(parse_spec(point.spec_data), run_dir)
+        result = pipeline.execute(built.root, backend, **options)
+    except AstraHeteroError as exc:
+        return _failed(point, run_dir, str(exc))
+    except Exception as exc:  # a bug hit by one point must not end the other points
+        return _failed(point, run_dir, f"{type(exc).__name__}: {exc}")
+    return PointOutcome(point.index, point.name, point.overrides, str(run_dir), metrics=_metrics(result),
+                        warnings=result.warnings)
+
+
+def run_local(sweep: Sweep, out_dir: Path, backend: str, options: dict[str, Any], jobs: int,
+              on_done: OnDone) -> list[PointOutcome]:
+    if jobs < 1:
+        raise BackendUnavailable(f"--jobs must be at least 1, got {jobs}")
+    outcomes = []
+    if jobs == 1:
+        for point in sweep.points:
+            outcomes.append(run_point(point, str(out_dir), backend, options))
+            on_done(outcomes[-1])
+        return outcomes
+    # spawn: the parent runs a progress thread, and forking a threaded process is unsafe.
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(run_point, point, str(out_dir), backend, options): point for point in sweep.points}
+        for future in as_completed(futures):
+            point = futures[future]
+            try:
+                outcome = future.result()
+            except Exception as exc:  # the worker process died (e.g. killed); the point failed
+                outcome = _failed(point, out_dir / point.name, f"worker failed: {type(exc).__name__}: {exc}")
+            outcomes.append(outcome)
+            on_done(outcome)
+    return sorted(outcomes, key=lambda o: o.index)
+
+
+def run_on_ray(sweep: Sweep, out_dir: Path, backend: str, options: dict[str, Any], address: str,
+               on_done: OnDone) -> list[PointOutcome]:
+    """Each point as one Ray task. OUT_DIR must be on a filesystem every Ray node sees."""
+    try:
+        import ray
+    except ImportError:
+        raise BackendUnavailable(
+            "--ray needs the optional Ray extra: pip install 'astra-hetero[ray]'"
+        ) from None
+    connected_here = not ray.is_initialized()
+    if connected_here:
+        ray.init(address=address)
+    try:
+        task = ray.remote(run_point)
+        pending = {task.remote(point, str(out_dir), backend, options): point for point in sweep.points}
+        outcomes = []
+        while pending:
+            (ready,), _ = ray.wait(list(pending), num_returns=1)
+            point = pending.pop(ready)
+            try:
+                outcome = ray.get(ready)
+            except ray.exceptions.RayError as exc:  # the task or its worker died
+                outcome = _failed(point, out_dir / point.name, f"Ray task failed: {exc}")
+            outcomes.append(outcome)
+            on_done(outcome)
+    finally:
+        if connected_here:
+            ray.shutdown()
+    return sorted(outcomes, key=lambda o: o.index)
+
+
+def run_sweep(sweep: Sweep, out_dir: Path, backend: str, options: dict[str, Any] | None = None,
+              jobs: int = 1, ray_address: str | None = None,
+              on_done: OnDone | None = None) -> list[PointOutcome]:
+    """Run every point, write OUT_DIR/sweep.csv, return the outcomes in point order."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    options = {key: value for key, value in (options or {}).items() if value is not None}
+    on_done = on_done or (lambda outcome: None)
+    if ray_address:
+        outcomes = run_on_ray(sweep, out_dir, backend, options, ray_address, on_done)
+    else:
+        outcomes = run_local(sweep, out_dir, backend, options, jobs, on_done)
+    write_csv(out_dir / CSV_NAME, sweep.override_keys, outcomes)
+    return outcomes
+
+
+def write_csv(path: Path, override_keys: Sequence[str], outcomes: Sequence[PointOutcome]) -> Path:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["point", *override_keys, "status", *METRICS, "num_warnings", "run_dir", "error"])
+    for outcome in outcomes:
+        writer.writerow([
+            outcome.name,
+            *(_cell(outcome.overrides.get(key, "")) for key in override_keys),
+            "ok" if outcome.ok else "failed",
+            *(_cell(outcome.metrics.get(metric, "")) for metric in METRICS),
+            len(outcome.warnings),
+            outcome.run_dir,
+            first_line(outcome.error),
+        ])
+    write_text_atomic(path, buffer.getvalue())
+    return path
+
+
+def first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def _cell(value: Any) -> Any:
+    return round(value, 3) if isinstance(value, float) else value
+
+
+def _metrics(result: RunResult) -> dict[str, float]:
+    return {
+        "iteration_time_us": result.iteration_time_us,
+        "num_ranks": result.num_ranks,
+        "mean_compute_us": fmean(r.compute_us for r in result.ranks),
+        "mean_exposed_comm_us": fmean(r.exposed_comm_us for r in result.ranks),
+        "mean_idle_us": fmean(r.idle_us for r in result.ranks),
+        "max_idle_us": max(r.idle_us for r in result.ranks),
+    }
+
+
+def _failed(point: SweepPoint, run_dir: Path, error: str) -> PointOutcome:
+    return PointOutcome(point.index, point.name, point.overrides, str(run_dir), error=error or "failed")

@@ -1,0 +1,1 @@
+"""Workload generation: operator cost model, placement, partition, schedule, per-rank Chakra graphs."""

@@ -1,0 +1,102 @@
+"""Per-device memory estimate under the schedule, checked against device capacity.
+
+Mixed-precision training with Adam: BF16 weights (2 B/param), FP32 main gradients (4 B/param), FP32
+master weights plus two moments (12 B/param, sharded over DP with the distributed optimizer).
+Activations follow Korthikanti et al. (2022), "Reducing Activation Recomputation in Large Transformer
+Models", generalised to the model's FFN width, gated MLPs and grouped KV heads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from astra_hetero.errors import InfeasiblePlan
+from astra_hetero.spec.schema import Spec
+from astra_hetero.units import BYTES_PER_GIB
+from astra_hetero.workload.costs import parameter_counts
+from astra_hetero.workload.layout import Layout
+from astra_hetero.workload.partition import Partition
+
+WEIGHT_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = 2, 4, 12
+# CUDA context, communication buffers, allocator fragmentation: a conservative fixed reserve.
+RESERVED_BYTES = 2 * BYTES_PER_GIB
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer + self.activations + RESERVED_BYTES
+
+    def describe(self) -> str:
+        gib = BYTES_PER_GIB
+        return (f"weights {self.weights / gib:.1f} + gradients {self.gradients / gib:.1f} + optimizer "
+                f"{self.optimizer / gib:.1f} + activations {self.activations / gib:.1f} + reserve "
+                f"{RESERVED_BYTES / gib:.0f} = {self.total / gib:.1f} GiB")
+
+
+def activation_bytes_per_layer(spec: Spec) -> float:
+    """Stored activations of one layer for one micro-batch on one TP rank."""
+    m, par = spec.model, spec.parallelism
+    s, b, h, t = m.seq_len, par.micro_batch_size, m.hidden_size, par.tp
+    sbh = s * b * h
+    if par.recompute == "full":
+        return 2 * sbh / (t if par.sequence_parallel else 1)
+    replicated = 10.0  # norm inputs, QKV and MLP inputs, dropout masks
+    kv_ratio = m.num_kv_heads / m.num_heads
+    mlp = (6.0 if m.activation == "swiglu" else 4.0) * m.ffn_size / h
+    sharded = 2 + 4 * kv_ratio + 2 + mlp
+    scores = 0.0 if par.recompute == "selective" else 5.0 * m.num_heads * s / h
+    replicated_share = replicated / t if par.sequence_parallel else replicated
+    return sbh * (replicated_share + sharded / t + scores / t)
+
+
+def in_flight_micro_batches(spec: Spec, stage: int, num_micro_batches: int) -> int:
+    if spec.parallelism.schedule == "gpipe":
+        return num_micro_batches
+    return min(spec.parallelism.pp - stage, num_micro_batches)
+
+
+def estimate(spec: Spec, stage: int, num_layers: int, num_micro_batches: int) -> MemoryEstimate:
+    par, model = spec.parallelism, spec.model
+    counts = parameter_counts(model)
+    params = num_layers * counts.per_layer
+    if stage == 0:
+        params += counts.embedding
+    if stage == par.pp - 1:
+        params += counts.head + counts.final_norm + (counts.embedding if model.tied_embeddings and par.pp > 1
+                                                     else 0)
+    params /= par.tp
+    optimizer_share = 1 / par.dp if par.distributed_optimizer else 1.0
+    activations = activation_bytes_per_layer(spec) * num_layers * in_flight_micro_batches(
+        spec, stage, num_micro_batches)
+    if par.recompute == "full":  # one layer's full activations live during its backward
+        activations += activation_bytes_per_layer(spec.model_copy(update={
+            "parallelism": par.model_copy(update={"recompute": "none"})}))
+    if stage == par.pp - 1:  # logits in BF16 plus FP32 softmax for the loss
+        activations += par.micro_batch_size * model.seq_len * model.vocab_size / par.tp * 6
+    return MemoryEstimate(params * WEIGHT_BYTES, params * GRAD_BYTES,
+                          params * OPTIMIZER_BYTES * optimizer_share, activations)
+
+
+def check_memory(spec: Spec, layout: Layout, partition: Partition) -> None:
+    """Raise InfeasiblePlan naming the first stage and device whose estimate exceeds its capacity."""
+    for stage in range(spec.parallelism.pp):
+        for replica in range(spec.parallelism.dp):
+            device = layout.devices[layout.rank_of(stage, replica, 0)]
+            need = estimate(spec, stage, partition.layers_per_stage[stage],
+                            partition.micro_batches_per_replica[replica])
+            capacity = device.spec.gpu.memory_gib * BYTES_PER_GIB
+            if need.total > capacity:
+                raise InfeasiblePlan(
+                    "parallelism",
+                    f"stage {stage} of replica {replica} on {device.spec.gpu.name} (node group "
+                    f"{device.group_name!r}, rank {device.rank}) needs {need.total / BYTES_PER_GIB:.1f} GiB "
+                    f"but has {device.spec.gpu.memory_gib:g} GiB ({need.describe()}); try more pipeline "
+                    "stages, sequence_parallel, recompute or distributed_optimizer",
+                )

@@ -1,0 +1,53 @@
+"""Real ASTRA-sim binaries on a generated run directory; skipped unless ASTRA_SIM_BIN_DIR is set.
+
+Prints each backend's iteration time next to the embedded engine's (run `pytest -s` to see it).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.conftest import make_spec_data, node_group
+
+# 8 GPUs (one H100 node, one A100 node), TP2·PP2·DP2: small enough for ns-3 in a test.
+SMALL_SPEC = make_spec_data(
+    cluster={"node_groups": [node_group("h100", "h100-sxm"), node_group("a100", "a100-80", fabric="nvlink3",
+                                                                        nic=200)]},
+    network={"topology": "single_switch"},
+    parallelism={"tp": 2, "pp": 2, "dp": 2, "micro_batch_size": 1, "global_batch_size": 4},
+)
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not os.environ.get("ASTRA_SIM_BIN_DIR"),
+                       reason="set ASTRA_SIM_BIN_DIR to a directory holding ASTRA-sim binaries"),
+]
+
+
+@pytest.fixture(scope="module")
+def embedded_us(tmp_path_factory) -> float:
+    from astra_hetero.pipeline import build_run_dir, execute
+    from astra_hetero.spec import parse_spec
+
+    run_dir = build_run_dir(parse_spec(SMALL_SPEC), tmp_path_factory.mktemp("embedded"))
+    return execute(run_dir.root, "embedded").iteration_time_us
+
+
+@pytest.mark.parametrize("backend", ["analytical", "analytical-unaware", "ns3"])
+def test_real_binary_result_is_written_and_comparable_with_embedded(tmp_path, backend, embedded_us):
+    from astra_hetero.pipeline import build_run_dir, execute
+    from astra_hetero.results.io import read_result
+    from astra_hetero.spec import parse_spec
+
+    run_dir = build_run_dir(parse_spec(SMALL_SPEC), tmp_path / "run")
+    result = execute(run_dir.root, backend, timeout_s=1800)
+
+    assert read_result(run_dir.root) == result
+    assert result.num_ranks == 8
+    assert [r.rank for r in result.ranks] == list(range(8))
+    assert all(r.finish_us > 0 for r in result.ranks)
+    assert result.iteration_time_us == pytest.approx(max(r.finish_us for r in result.ranks))
+    print(f"\n{backend:>20}: {result.iteration_time_us:12.1f} us   embedded: {embedded_us:12.1f} us   "
+          f"ratio {result.iteration_time_us / embedded_us:.3f}   warnings: {list(result.warnings)}")
