@@ -18,8 +18,9 @@ from astra_hetero.results.model import RankResult, RunResult, Span
 from astra_hetero.rundir import write_text_atomic
 from astra_hetero.units import NS_PER_US, us_to_ns
 
-# Span kinds drawn on the compute thread; every other kind ("comm", "send", "recv") is communication.
-COMPUTE_KINDS = frozenset({"compute"})
+# Span kinds drawn on the compute thread ("summary" stands in for a whole rank when there are no spans);
+# every other kind ("comm", "send", "recv") is communication.
+COMPUTE_KINDS = frozenset({"compute", "summary"})
 # Thread ids: compute lanes count up from here, communication lanes from COMM_TID_BASE.
 COMPUTE_TID_BASE = 1
 COMM_TID_BASE = 1000
@@ -54,7 +55,7 @@ def build_trace(result: RunResult, spans: Sequence[Span]) -> dict[str, Any]:
 
 def summary_spans(result: RunResult) -> list[Span]:
     """One span per rank from 0 to its finish time, for backends that report no timeline."""
-    return [Span(rank=r.rank, kind="compute", name="iteration (summary)", start_ns=0,
+    return [Span(rank=r.rank, kind="summary", name="iteration (summary)", start_ns=0,
                  end_ns=us_to_ns(r.finish_us)) for r in result.ranks]
 
 

@@ -17,11 +17,15 @@ def _field_path(loc: tuple[Any, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             path += f"[{part}]"
-        elif str(part).startswith(("function-", "tagged-union", "literal[", "list[", "str", "int")):
+        elif _is_union_label(str(part)):
             continue  # pydantic's union-branch labels are noise for a user
         else:
             path += f".{part}" if path else str(part)
     return path
+
+
+def _is_union_label(part: str) -> bool:
+    return "[" in part or part.startswith(("function-", "tagged-union")) or part in {"str", "int", "float", "bool"}
 
 
 def _reason(error: dict[str, Any]) -> str:
@@ -58,8 +62,9 @@ def parse_spec(data: Any, source: Path | None = None) -> Spec:
     except ValidationError as exc:
         raise spec_error_from_validation(exc) from None
     check_consistency(spec)
-    if spec.calibration is not None and source is not None:
-        calibration = (source.parent / spec.calibration).resolve()
+    if spec.calibration is not None:
+        base = source.parent if source is not None else Path.cwd()
+        calibration = (base / spec.calibration).resolve()
         if not calibration.is_file():
             raise SpecError("calibration", f"file not found: {calibration}")
         spec = spec.model_copy(update={"calibration": str(calibration)})

@@ -105,7 +105,8 @@ def plan_sweep(data: Any, directory: Path) -> Sweep:
         spec_data = copy.deepcopy(base)
         for key, value in overrides.items():
             set_path(spec_data, key, value, where)
-        points.append(SweepPoint(index, f"{index:03d}-{name}" if name else f"{index:03d}", overrides, spec_data))
+        point_name = f"{index:03d}-{name}" if name else f"{index:03d}"
+        points.append(SweepPoint(index, point_name, overrides, spec_data))
     return Sweep(sweep.name, tuple(points), keys, sweep.backend, sweep.timeout_s)
 
 

@@ -73,7 +73,8 @@ def run_local(sweep: Sweep, out_dir: Path, backend: str, options: dict[str, Any]
         return outcomes
     # spawn: the parent runs a progress thread, and forking a threaded process is unsafe.
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(run_point, point, str(out_dir), backend, options): point for point in sweep.points}
+        futures = {pool.submit(run_point, point, str(out_dir), backend, options): point
+                   for point in sweep.points}
         for future in as_completed(futures):
             point = futures[future]
             try:

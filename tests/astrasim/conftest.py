@@ -33,14 +33,13 @@ def write_run_dir(root: Path, num_ranks: int, logical_dims: tuple[int, ...] | No
               "gpu": "h100-sxm" if r < half else "a100-80", "local_gpu": r % 4, "stage": 0 if r < half else 1,
               "replica": r % 2, "tp_index": 0, "layers": [0, 1], "num_micro_batches": 1}
              for r in range(num_ranks)]
+    network = f"topology: [ Ring ]\nnpus_count: [ {num_ranks} ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n"
     files = {
         "manifest.json": json.dumps({"format": "astra-hetero/manifest@1", "name": "t", "num_ranks": num_ranks,
                                      "ranks": ranks}),
         "workload/comm_groups.json": json.dumps({"1": list(range(num_ranks))}),
-        "analytical/network.yml": "topology: [ Ring ]\nnpus_count: [ %d ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n"
-                                  % num_ranks,
-        "analytical/network_1d.yml": "topology: [ Ring ]\nnpus_count: [ %d ]\nbandwidth: [ 50 ]\n"
-                                     "latency: [ 500 ]\n" % num_ranks,
+        "analytical/network.yml": network,
+        "analytical/network_1d.yml": network,
         "analytical/system.json": json.dumps(system(len(logical_dims))),
         "analytical/system_1d.json": json.dumps(system(1)),
         "analytical/remote_memory.json": json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}),

@@ -103,7 +103,8 @@ def test_ns3_in_docker_runs_in_the_mounted_run_directory(tmp_path):
     (created,) = client.created
     assert created["working_dir"] == "/astra-hetero/run"
     assert created["entrypoint"] == ["/opt/astra-sim/bin/ns3.42-AstraSimNetwork-default"]
-    assert "--logical-topology-configuration=/astra-hetero/run/ns3/logical_topology.json" in created["command"]
+    logical = "--logical-topology-configuration=/astra-hetero/run/ns3/logical_topology.json"
+    assert logical in created["command"]
 
 
 def test_without_bin_dir_in_the_image_the_bare_name_is_used(tmp_path):

@@ -1,0 +1,35 @@
+"""`astra-hetero topology SPEC.yaml -o RUN_DIR [--draw]`: write the ns-3 and analytical network inputs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from astra_hetero import rundir
+from astra_hetero.spec import load_spec
+from astra_hetero.topology import checked_graph, figures, write_topology
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "topology", help="write the cluster network for ns-3 and the analytical backend into a run directory"
+    )
+    parser.add_argument("spec", type=Path, help="experiment spec (YAML)")
+    parser.add_argument("-o", "--output", type=Path, required=True, help="run directory")
+    parser.add_argument("--draw", action="store_true", help="also write RUN_DIR/topology.png")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = load_spec(args.spec)
+    graph = checked_graph(spec)
+    with rundir.publish(args.output) as staging:
+        write_topology(spec, staging, graph)
+        if args.draw:
+            from astra_hetero.topology.draw import draw_cluster
+
+            draw_cluster(graph, staging / "topology.png")
+    print(f"wrote {args.output / rundir.NS3_DIR}/ and {args.output / rundir.ANALYTICAL_DIR}/")
+    for line in figures(graph).lines():
+        print(line)
+    return 0
