@@ -54,9 +54,15 @@ def build_cluster_graph(spec: Spec) -> nx.Graph:
     devices = enumerate_devices(spec.cluster)
     for device in devices:
         group = device.spec
-        graph.add_node(device.rank, role="gpu", host=device.node, group=device.group_name,
-                       local=device.local_gpu, scale_up_gbps=_fabric_gbps(group),
-                       scale_out_gbps=group.nic.gbps * group.nics_per_node / group.gpus_per_node)
+        graph.add_node(
+            device.rank,
+            role="gpu",
+            host=device.node,
+            group=device.group_name,
+            local=device.local_gpu,
+            scale_up_gbps=_fabric_gbps(group),
+            scale_out_gbps=group.nic.gbps * group.nics_per_node / group.gpus_per_node,
+        )
     nics: list[_Nic] = []
     host = 0
     for group, name in zip(spec.cluster.node_groups, spec.cluster.group_names, strict=True):
@@ -79,8 +85,9 @@ def _new_node(graph: nx.Graph, role: str, **attrs: object) -> int:
     return node_id
 
 
-def _add_node_internals(graph: nx.Graph, host: int, name: str, group: NodeGroupSpec,
-                        ranks: list[int]) -> list[_Nic]:
+def _add_node_internals(
+    graph: nx.Graph, host: int, name: str, group: NodeGroupSpec, ranks: list[int]
+) -> list[_Nic]:
     """The intra-node switch and the NICs of one node; returns its NICs in index order."""
     per_gpu = group.nics_per_node == group.gpus_per_node
     intra = None
@@ -88,8 +95,13 @@ def _add_node_internals(graph: nx.Graph, host: int, name: str, group: NodeGroupS
         intra = _new_node(graph, "intra", host=host, group=name)
         fabric = group.intra_node_fabric
         for rank in ranks:
-            graph.add_edge(rank, intra, rate_gbps=_fabric_gbps(group), latency_ns=fabric.latency_ns,
-                           kind=fabric_kind(group))
+            graph.add_edge(
+                rank,
+                intra,
+                rate_gbps=_fabric_gbps(group),
+                latency_ns=fabric.latency_ns,
+                kind=fabric_kind(group),
+            )
     nics = []
     for index in range(group.nics_per_node):
         nic = _new_node(graph, "nic", host=host, group=name, index=index)
@@ -100,8 +112,9 @@ def _add_node_internals(graph: nx.Graph, host: int, name: str, group: NodeGroupS
 
 
 def _attach(graph: nx.Graph, nic: _Nic, switch: int, network: NetworkSpec) -> None:
-    graph.add_edge(nic.node_id, switch, rate_gbps=nic.group.nic.gbps, latency_ns=network.link_latency_ns,
-                   kind="nic")
+    graph.add_edge(
+        nic.node_id, switch, rate_gbps=nic.group.nic.gbps, latency_ns=network.link_latency_ns, kind="nic"
+    )
 
 
 def _single_switch(graph: nx.Graph, nics: list[_Nic], network: NetworkSpec) -> None:
@@ -164,8 +177,9 @@ def _add_spines(graph: nx.Graph, access: list[int], down: dict[int, float], netw
     spines = [_new_node(graph, "spine", index=i) for i in range(num_spines)]
     for a in access:
         for spine in spines:
-            graph.add_edge(a, spine, rate_gbps=float(rates[a]), latency_ns=network.link_latency_ns,
-                           kind="uplink")
+            graph.add_edge(
+                a, spine, rate_gbps=float(rates[a]), latency_ns=network.link_latency_ns, kind="uplink"
+            )
 
 
 def gpu_ids(graph: nx.Graph) -> list[int]:

@@ -46,8 +46,10 @@ class Figures:
             f"links       {self.num_links} ({kinds})",
         ]
         for item in self.injection:
-            rows.append(f"injection   {item.group}: {item.scale_up_gbps:g} Gbit/s scale-up, "
-                        f"{item.scale_out_gbps:g} Gbit/s scale-out per GPU")
+            rows.append(
+                f"injection   {item.group}: {item.scale_up_gbps:g} Gbit/s scale-up, "
+                f"{item.scale_out_gbps:g} Gbit/s scale-out per GPU"
+            )
         rows.append(f"bisection   {self.bisection_gbps:g} Gbit/s (first half of the ranks to the second)")
         return rows
 
@@ -57,8 +59,9 @@ def figures(graph: nx.Graph) -> Figures:
     injection: dict[str, GroupInjection] = {}
     for gpu in gpus:
         attrs = graph.nodes[gpu]
-        injection.setdefault(attrs["group"], GroupInjection(attrs["group"], attrs["scale_up_gbps"],
-                                                            attrs["scale_out_gbps"]))
+        injection.setdefault(
+            attrs["group"], GroupInjection(attrs["group"], attrs["scale_up_gbps"], attrs["scale_out_gbps"])
+        )
     return Figures(
         num_nodes=graph.number_of_nodes(),
         num_gpus=len(gpus),
@@ -111,6 +114,7 @@ def check_connected(graph: nx.Graph) -> None:
         for reach_b, gpu_b in items[i:]:
             if not reach_a & reach_b:
                 raise InfeasiblePlan(
-                    "cluster", f"the network is disconnected: GPU rank {gpu_a} cannot reach rank {gpu_b} "
-                    "through switches (hosts do not forward traffic)"
+                    "cluster",
+                    f"the network is disconnected: GPU rank {gpu_a} cannot reach rank {gpu_b} "
+                    "through switches (hosts do not forward traffic)",
                 )

@@ -88,7 +88,9 @@ def ecn_entries(rates_gbps: set[float], network: NetworkSpec) -> list[EcnEntry]:
     for rate in network.ns3.ecn:
         if rate_bps(rate) not in known:
             present = ", ".join(f"{r:g}" for r in sorted(rates_gbps))
-            raise SpecError(f"network.ns3.ecn.{rate:g}", f"no link runs at {rate:g} Gbit/s; rates present: {present}")
+            raise SpecError(
+                f"network.ns3.ecn.{rate:g}", f"no link runs at {rate:g} Gbit/s; rates present: {present}"
+            )
     overrides = {rate_bps(r): t for r, t in network.ns3.ecn.items()}
     cap_kb = KMAX_BUFFER_FRACTION * network.ns3.buffer_size_mb * 1000
     entries = []
@@ -109,11 +111,18 @@ def topology_text(graph: nx.Graph, network: NetworkSpec) -> str:
     if gpus != list(range(len(gpus))):
         raise ValueError("GPU node ids must be 0..N-1 (they are ASTRA-sim's NPU ids)")
     links = [
-        {"src": min(u, v), "dst": max(u, v), "rate": format_rate_gbps(attrs["rate_gbps"]),
-         "delay": format_delay_ns(attrs["latency_ns"]), "error_rate": _number(network.ns3.link_error_rate)}
+        {
+            "src": min(u, v),
+            "dst": max(u, v),
+            "rate": format_rate_gbps(attrs["rate_gbps"]),
+            "delay": format_delay_ns(attrs["latency_ns"]),
+            "error_rate": _number(network.ns3.link_error_rate),
+        }
         for u, v, attrs in sorted(graph.edges(data=True), key=lambda e: (min(e[0], e[1]), max(e[0], e[1])))
     ]
-    return render("topology.txt.j2", num_nodes=graph.number_of_nodes(), switches=switch_ids(graph), links=links)
+    return render(
+        "topology.txt.j2", num_nodes=graph.number_of_nodes(), switches=switch_ids(graph), links=links
+    )
 
 
 def config_text(graph: nx.Graph, network: NetworkSpec) -> str:
@@ -139,8 +148,15 @@ def config_text(graph: nx.Graph, network: NetworkSpec) -> str:
         error_rate=_number(network.ns3.link_error_rate),
         has_window=0,
         enable_trace=int(network.ns3.enable_trace),
-        ecn=[{"rate_bps": e.rate_bps, "kmin_kb": _number(e.kmin_kb), "kmax_kb": _number(e.kmax_kb),
-              "pmax": _number(e.pmax)} for e in ecn_entries(rates, network)],
+        ecn=[
+            {
+                "rate_bps": e.rate_bps,
+                "kmin_kb": _number(e.kmin_kb),
+                "kmax_kb": _number(e.kmax_kb),
+                "pmax": _number(e.pmax),
+            }
+            for e in ecn_entries(rates, network)
+        ],
     )
 
 
@@ -158,7 +174,8 @@ def write_ns3(graph: nx.Graph, network: NetworkSpec, root: Path) -> None:
         rundir.NS3_CONFIG: config_text(graph, network),
         NS3_FLOW: "0\n",
         NS3_TRACE: trace_text(graph, network),
-        rundir.NS3_LOGICAL_TOPOLOGY: json.dumps({"logical-dims": [str(len(gpu_ids(graph)))]}, indent=4) + "\n",
+        rundir.NS3_LOGICAL_TOPOLOGY: json.dumps({"logical-dims": [str(len(gpu_ids(graph)))]}, indent=4)
+        + "\n",
     }
     for relative, text in files.items():
         (root / relative).write_text(text)

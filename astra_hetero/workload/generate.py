@@ -25,7 +25,7 @@ from astra_hetero.workload.encode import ClassEncoder, RankBinding
 from astra_hetero.workload.graph import RankContext, RankGraph, build_rank_graph
 from astra_hetero.workload.invariants import ClassSummary, check_bound, summarize
 from astra_hetero.workload.layout import Layout, build_layout
-from astra_hetero.workload.memory import check_memory
+from astra_hetero.workload.memory import check_memory, max_layers_that_fit
 from astra_hetero.workload.partition import Partition, build_partition
 from astra_hetero.workload.schedule import schedule_for
 
@@ -61,7 +61,10 @@ def plan_workload(spec: Spec) -> WorkloadPlan:
     costs: dict[str, DeviceCostModel] = {}
     for device in layout.devices:
         costs.setdefault(device.gpu_type, DeviceCostModel(device.spec.gpu, calibration))
-    partition = build_partition(spec, layout, x, lambda rank: costs[layout.devices[rank].gpu_type])
+    total_mb = spec.parallelism.global_batch_size // spec.parallelism.micro_batch_size
+    most_mb = total_mb - (spec.parallelism.dp - 1)  # a replica's share can be no larger
+    partition = build_partition(spec, layout, x, lambda rank: costs[layout.devices[rank].gpu_type],
+                                lambda stage: max_layers_that_fit(spec, layout, stage, most_mb))
     check_memory(spec, layout, partition)
     groups = _comm_groups(spec, layout)
     blocks = {key: device_blocks(cost, x, spec.parallelism.recompute) for key, cost in costs.items()}

@@ -100,3 +100,15 @@ def check_memory(spec: Spec, layout: Layout, partition: Partition) -> None:
                     f"but has {device.spec.gpu.memory_gib:g} GiB ({need.describe()}); try more pipeline "
                     "stages, sequence_parallel, recompute or distributed_optimizer",
                 )
+
+
+def max_layers_that_fit(spec: Spec, layout: Layout, stage: int, max_micro_batches: int) -> int:
+    """The most layers `stage` can hold on every device that serves it (0 if not even one fits)."""
+    capacity = min(layout.devices[layout.rank_of(stage, r, 0)].spec.gpu.memory_gib
+                   for r in range(spec.parallelism.dp)) * BYTES_PER_GIB
+    fitting = 0
+    for layers in range(1, spec.model.num_layers + 1):
+        if estimate(spec, stage, layers, max_micro_batches).total > capacity:
+            break
+        fitting = layers
+    return fitting

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from astra_hetero.errors import InfeasiblePlan
 from astra_hetero.spec.schema import Spec
 from astra_hetero.workload.costs import (
     Collective,
@@ -56,16 +57,23 @@ def stage_costs(cost: DeviceCostModel, x: Shape, recompute: str, stage: int, pp:
 
 
 def greedy_min_max(total: int, unit_cost: Sequence[float], fixed: Sequence[float],
-                   offset: Sequence[float] | None = None) -> list[int]:
-    """Integers n_i ≥ 1 summing to `total` that minimise max_i (n_i + offset_i)·unit_i + fixed_i."""
+                   offset: Sequence[float] | None = None, cap: Sequence[int] | None = None) -> list[int] | None:
+    """Integers 1 ≤ n_i ≤ cap_i summing to `total` that minimise max_i (n_i + offset_i)·unit_i + fixed_i.
+
+    Returns None when the caps cannot hold `total`.
+    """
     offset = offset or [0.0] * len(unit_cost)
+    cap = cap or [total] * len(unit_cost)
     counts = [1] * len(unit_cost)
+    if any(c < 1 for c in cap) or sum(cap) < total:
+        return None
 
     def finish(i: int, n: int) -> float:
         return (n + offset[i]) * unit_cost[i] + fixed[i]
 
     for _ in range(total - len(counts)):
-        best = min(range(len(counts)), key=lambda i: (finish(i, counts[i] + 1), i))
+        open_members = [i for i in range(len(counts)) if counts[i] < cap[i]]
+        best = min(open_members, key=lambda i: (finish(i, counts[i] + 1), i))
         counts[best] += 1
     return counts
 
@@ -80,9 +88,10 @@ def even_split(total: int, parts: int) -> list[int]:
     return counts
 
 
-def build_partition(spec: Spec, layout: Layout, x: Shape,
-                    cost_for: Callable[[int], DeviceCostModel]) -> Partition:
-    """`cost_for(rank)` gives the cost model of the GPU at that rank."""
+def build_partition(spec: Spec, layout: Layout, x: Shape, cost_for: Callable[[int], DeviceCostModel],
+                    max_layers: Callable[[int], int] | None = None) -> Partition:
+    """`cost_for(rank)` gives the cost model of the GPU at that rank; `max_layers(stage)` the most
+    layers that fit in the memory of every device serving that stage (auto never exceeds it)."""
     par, model = spec.parallelism, spec.model
     per_stage = [
         max((stage_costs(cost_for(layout.rank_of(s, r, 0)), x, par.recompute, s, par.pp)
@@ -93,7 +102,13 @@ def build_partition(spec: Spec, layout: Layout, x: Shape,
     if isinstance(layers_spec, list):
         layers = list(layers_spec)
     elif layers_spec == "auto":
-        layers = greedy_min_max(model.num_layers, [c[0] for c in per_stage], [c[1] for c in per_stage])
+        caps = [max_layers(s) for s in range(par.pp)] if max_layers else None
+        balanced = greedy_min_max(model.num_layers, [c[0] for c in per_stage], [c[1] for c in per_stage],
+                                  cap=caps)
+        if balanced is None:
+            raise InfeasiblePlan("partition.layers", f"no split of {model.num_layers} layers over {par.pp} "
+                                 f"stages fits in device memory (at most {caps} layers per stage)")
+        layers = balanced
     else:
         layers = even_split(model.num_layers, par.pp)
 
@@ -108,7 +123,7 @@ def build_partition(spec: Spec, layout: Layout, x: Shape,
                 layers, (stage_costs(cost_for(layout.rank_of(s, r, 0)), x, par.recompute, s, par.pp)
                          for s in range(par.pp)), strict=True)]
             bottleneck.append(max(stage_times))
-        batches = greedy_min_max(total_mb, bottleneck, [0.0] * par.dp, [par.pp - 1] * par.dp)
+        batches = greedy_min_max(total_mb, bottleneck, [0.0] * par.dp, [par.pp - 1] * par.dp) or []
     else:
         batches = [total_mb // par.dp] * par.dp
     return Partition(tuple(layers), tuple(batches))

@@ -10,8 +10,6 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
-
 OUTPUTS = Path(__file__).parent.parent / "data" / "astrasim_outputs"
 
 SYSTEM = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
@@ -87,6 +85,43 @@ def calls_of(binary: Path) -> list[dict]:
     return [json.loads(line) for line in calls.read_text().splitlines()] if calls.exists() else []
 
 
-@pytest.fixture
-def outputs() -> Path:
-    return OUTPUTS
+BINARIES = {"analytical": "AstraSim_Analytical_Congestion_Aware",
+            "analytical-unaware": "AstraSim_Analytical_Congestion_Unaware",
+            "ns3": "ns3.42-AstraSimNetwork-default"}
+
+# Reads what the real binary would: every file named on its command line, one trace per rank, and for
+# ns-3 the input files its config names relative to the working directory; then prints a `finished`
+# line per rank in ASTRA-sim's format.
+CHECKING_BINARY = """#!{python}
+import json, os, sys
+args = dict(a[2:].split("=", 1) for a in sys.argv[1:])
+for key, value in args.items():
+    if key != "workload-configuration" and value != "empty":
+        assert os.path.isfile(value), f"{{key}}: {{value}} missing"
+prefix = args["workload-configuration"]
+num_ranks = len(json.load(open(os.path.join(os.path.dirname(prefix), "..", "manifest.json")))["ranks"])
+for rank in range(num_ranks):
+    assert os.path.isfile(f"{{prefix}}.{{rank}}.et"), f"trace of rank {{rank}} missing"
+if "logical-topology-configuration" in args:
+    dims = json.load(open(args["logical-topology-configuration"]))["logical-dims"]
+    system = json.load(open(args["system-configuration"]))
+    assert len(system["all-reduce-implementation"]) == len(dims), "system/logical dims differ"
+    for line in open(args["network-configuration"]):
+        key, _, value = line.partition(" ")
+        if key in ("TOPOLOGY_FILE", "FLOW_FILE", "TRACE_FILE"):
+            assert os.path.isfile(value.strip()), f"{{key}} {{value.strip()}} not found from {{os.getcwd()}}"
+for rank in range(num_ranks):  # like ASTRA-sim: finish = GPU time + exposed communication
+    finish, exposed = 1000 + rank, 400 + rank
+    print(f"[t] [workload] [info] sys[{{rank}}] finished, {{finish}} cycles, "
+          f"exposed communication {{exposed}} cycles.")
+    print(f"[t] [statistics] [info] sys[{{rank}}], GPU time: 600")
+"""
+
+
+def write_checking_binaries(bin_dir: Path) -> Path:
+    """All three binaries as input-checking fakes in `bin_dir`."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for name in BINARIES.values():
+        (bin_dir / name).write_text(CHECKING_BINARY.format(python=sys.executable))
+        (bin_dir / name).chmod(0o755)
+    return bin_dir

@@ -13,10 +13,19 @@ from astra_hetero.errors import BackendUnavailable
 from astra_hetero.results.io import read_result
 from astra_hetero.sweep.plan import plan_sweep
 from astra_hetero.sweep.run import run_sweep
+from tests.astrasim.conftest import write_checking_binaries
 from tests.conftest import make_spec_data
 
 # tp=3 cannot tile 16 GPUs with pp=2, dp=4: that point fails, the other runs.
 GRID = {"parallelism.tp": [2, 3], "cluster.node_groups[1].nic.gbps": [100]}
+# Points run through the congestion-unaware backend with a fake binary that checks its inputs, so
+# these tests need no ASTRA-sim build.
+BACKEND = "analytical-unaware"
+
+
+@pytest.fixture
+def options(tmp_path) -> dict[str, str]:
+    return {"bin_dir": str(write_checking_binaries(tmp_path / "bin"))}
 
 
 def rows(path):
@@ -25,7 +34,7 @@ def rows(path):
 
 
 def check_outcomes(out_dir, outcomes):
-    assert [o.ok for o in outcomes] == [True, False]
+    assert [o.ok for o in outcomes] == [True, False], [o.error for o in outcomes]
     good, bad = outcomes
     assert "parallelism" in bad.error
     assert not (out_dir / bad.name / "result.json").exists()
@@ -40,28 +49,31 @@ def check_outcomes(out_dir, outcomes):
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
-def test_local_sweep_runs_every_point_and_writes_one_row_each(tmp_path, jobs):
+def test_local_sweep_runs_every_point_and_writes_one_row_each(tmp_path, options, jobs):
     sweep = plan_sweep({"base": make_spec_data(), "grid": GRID}, tmp_path)
-    outcomes = run_sweep(sweep, tmp_path / "out", "embedded", jobs=jobs)
+    outcomes = run_sweep(sweep, tmp_path / "out", BACKEND, options, jobs=jobs)
     check_outcomes(tmp_path / "out", outcomes)
 
 
-def test_cli_prints_a_table_and_exits_1_when_a_point_failed(tmp_path, capsys):
+def test_cli_prints_a_table_and_exits_1_when_a_point_failed(tmp_path, options, capsys):
     sweep_data = {"base": make_spec_data(), "name": "tp", "grid": GRID}
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep_data))
-    assert main(["sweep", str(tmp_path / "sweep.yaml"), "-o", str(tmp_path / "out"), "--quiet"]) == 1
+    argv = ["sweep", str(tmp_path / "sweep.yaml"), "-o", str(tmp_path / "out"), "--quiet",
+            "--backend", BACKEND, "--bin-dir", options["bin_dir"]]
+    assert main(argv) == 1
     printed = capsys.readouterr().out
-    assert "tp: 2 points, backend embedded" in printed
+    assert f"tp: 2 points, backend {BACKEND}" in printed
     assert "failed" in printed and "sweep.csv" in printed
     assert len(rows(tmp_path / "out/sweep.csv")) == 2
 
 
-def test_ray_sweep_on_a_local_ray_instance(tmp_path):
+def test_ray_sweep_on_a_local_ray_instance(tmp_path, options):
     ray = pytest.importorskip("ray", reason="ray is an optional extra (pip install 'astra-hetero[ray]')")
     context = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         sweep = plan_sweep({"base": make_spec_data(), "grid": GRID}, tmp_path)
-        outcomes = run_sweep(sweep, tmp_path / "out", "embedded", ray_address=context.address_info["address"])
+        outcomes = run_sweep(sweep, tmp_path / "out", BACKEND, options,
+                             ray_address=context.address_info["address"])
     finally:
         ray.shutdown()
     check_outcomes(tmp_path / "out", outcomes)
@@ -78,3 +90,15 @@ def test_jobs_must_be_positive(tmp_path):
     sweep = plan_sweep({"base": make_spec_data(), "grid": GRID}, tmp_path)
     with pytest.raises(BackendUnavailable, match="--jobs"):
         run_sweep(sweep, tmp_path / "out", "embedded", jobs=0)
+
+
+def test_default_backend_is_embedded_and_faster_nics_never_slow_the_iteration(tmp_path):
+    sweep_data = {"base": make_spec_data(), "grid": {"cluster.node_groups[1].nic.gbps": [100, 200, 400]}}
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep_data))
+    argv = ["sweep", str(tmp_path / "sweep.yaml"), "-o", str(tmp_path / "out"), "--quiet", "-j", "2"]
+    assert main(argv) == 0
+    table = rows(tmp_path / "out/sweep.csv")
+    assert [row["cluster.node_groups[1].nic.gbps"] for row in table] == ["100", "200", "400"]
+    times = [float(row["iteration_time_us"]) for row in table]
+    assert times[0] >= times[1] >= times[2]
+    assert read_result(tmp_path / "out" / table[0]["point"]).backend == "embedded"

@@ -49,5 +49,8 @@ def with_workload(cluster_and_network: dict[str, Any]) -> dict[str, Any]:
     """A full spec around a cluster (and network) section: the tiny model, pure data parallelism."""
     groups = cluster_and_network["cluster"]["node_groups"]
     num_gpus = sum(g["count"] * g["gpus_per_node"] for g in groups)
-    return {**copy.deepcopy(cluster_and_network), "model": copy.deepcopy(TINY_MODEL),
-            "parallelism": {"tp": 1, "pp": 1, "dp": num_gpus, "global_batch_size": num_gpus}}
+    return {
+        **copy.deepcopy(cluster_and_network),
+        "model": copy.deepcopy(TINY_MODEL),
+        "parallelism": {"tp": 1, "pp": 1, "dp": num_gpus, "global_batch_size": num_gpus},
+    }

@@ -218,3 +218,20 @@ def test_calibration_overrides_the_roofline_for_its_gpu_only(tmp_path):
             assert delta == 0
         else:  # each forward of each layer now takes ~1000 µs for its QKV projection
             assert delta == pytest.approx(1000 * layers[rank] * mbs[rank], rel=0.01)
+
+
+def test_auto_partition_never_overfills_a_small_memory_device(tmp_path):
+    from astra_hetero.workload.generate import plan_workload
+    from astra_hetero.workload.memory import estimate
+
+    data = make_spec_data()
+    data["model"] = {**data["model"], "num_layers": 16}
+    data["cluster"]["node_groups"][0]["gpu"] = {"preset": "h100-sxm", "memory_gib": 2.6}
+    data["mapping"] = {"stages": ["h100", "a100"]}
+    data["partition"] = {"layers": "auto"}
+    spec = parse_spec(data)
+    unconstrained = plan_workload(parse_spec({**data, "cluster": make_spec_data()["cluster"]}))
+    plan = plan_workload(spec)
+    assert plan.partition.layers_per_stage[0] < unconstrained.partition.layers_per_stage[0]
+    need = estimate(spec, 0, plan.partition.layers_per_stage[0], 4)
+    assert need.total <= 2.6 * 1024**3

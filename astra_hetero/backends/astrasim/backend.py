@@ -20,6 +20,10 @@ from astra_hetero.errors import BackendUnavailable, RunDirError
 from astra_hetero.results.model import RankResult, RunOutput, RunResult
 
 CYCLES_NOTE = "ASTRA-sim cycles are nanoseconds; times here are microseconds (cycles / 1000)"
+# ASTRA-sim reports finish = GPU time + exposed communication for every rank (checked on real output), so
+# its "exposed communication" includes pipeline bubbles and waiting on peers.
+EXPOSED_NOTE = ("exposed_comm_us is ASTRA-sim's exposed communication (finish − GPU time): it includes "
+                "pipeline bubbles and waiting on peers; idle_us is the time after a rank finished")
 
 
 @dataclass(frozen=True)
@@ -45,16 +49,17 @@ class AstraSimBackend:
 
     def run(self, run_dir: Path) -> RunOutput:
         run_dir = Path(run_dir)
-        manifest = rundir.RunDir(run_dir).read_manifest()
-        labels = rank_labels(manifest, run_dir)
+        layout = rundir.RunDir(run_dir)
+        labels = rank_labels(layout.read_manifest(), run_dir)
         for rank in range(len(labels)):
-            if not rundir.RunDir(run_dir).trace_path(rank).is_file():
-                raise RunDirError(f"{rundir.RunDir(run_dir).trace_path(rank)}: missing trace of rank {rank}")
+            if not layout.trace_path(rank).is_file():
+                raise RunDirError(f"{layout.trace_path(rank)}: missing trace of rank {rank}")
         log_path = run_dir / self.log_name
         outcome, argv = self._execute(run_dir, log_path)
         text = log_path.read_text(errors="replace")
         parsed = parse_output(text, len(labels), outcome, binary=Path(argv[0]).name)
-        meta = {"argv": list(argv), "log": self.log_name, "docker_image": self.docker_image}
+        meta = {"argv": list(argv), "log": self.log_name, "docker_image": self.docker_image,
+                "exposed_comm_note": EXPOSED_NOTE}
         return RunOutput(to_result(self.name, parsed, labels, outcome, meta))
 
     def _execute(self, run_dir: Path, log_path: Path) -> tuple[ProcessOutcome, tuple[str, ...]]:

@@ -122,7 +122,9 @@ def _wait(container: Any, timeout_s: float | None) -> tuple[int | None, bool]:
     """(exit status, timed out); a container still running at the timeout is killed."""
     try:
         return int(container.wait(timeout=timeout_s)["StatusCode"]), False
-    except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+    except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError) as exc:
+        if timeout_s is None:  # no timeout was set: the engine itself went away
+            raise BackendFailed(f"lost the Docker engine while waiting for the container: {exc}") from None
         container.kill()
         return None, True
 

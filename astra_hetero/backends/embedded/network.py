@@ -7,7 +7,9 @@ sub-flow over equal-cost paths, so w may be fractional); the flow uses w·r of t
 weighted max-min fair allocation: progressive filling raises every unfrozen flow's rate together and
 freezes the flows of each link as it saturates.
 
-Recomputation is local. Adding a flow whose links all have spare capacity, and which gets at least the
+Recomputation is local. A link is *slack* when even every flow on it at its solo rate (the rate it
+would get alone) would not fill it; a slack link can never limit anyone, so it neither joins flows
+into one component nor enters the filling. Adding a flow whose links all have spare capacity, and which gets at least the
 rate of every other flow on the link that limits it, leaves every other rate fair; removing a flow that
 was alone on each of its saturated links frees only capacity nobody is waiting for. Otherwise the
 allocation is recomputed over the connected component (flows linked through shared links) of the change.
@@ -15,19 +17,22 @@ allocation is recomputed over the connected component (flows linked through shar
 
 from __future__ import annotations
 
+import heapq
 import math
 
 _EPS = 1e-9
+_SLACK = 1e-6  # margin below capacity for a link to count as slack (demand is a float sum)
 
 
 class Flow:
-    __slots__ = ("fid", "links", "remaining", "rate", "updated_at", "version", "owner")
+    __slots__ = ("fid", "links", "remaining", "rate", "solo_rate", "updated_at", "version", "owner")
 
     def __init__(self, fid: int, links: tuple[tuple[int, float], ...], num_bytes: float, owner: object) -> None:
         self.fid = fid
         self.links = links
         self.remaining = float(num_bytes)
         self.rate = 0.0
+        self.solo_rate = 0.0
         self.updated_at = 0
         self.version = 0
         self.owner = owner
@@ -40,14 +45,17 @@ class FlowNetwork:
     def __init__(self, capacities: list[float]) -> None:
         self.capacity = list(capacities)
         self.load = [0.0] * len(capacities)
+        self.demand = [0.0] * len(capacities)  # sum over users of weight x solo rate
         self.users: list[dict[Flow, float]] = [{} for _ in capacities]
         self.num_recomputes = 0
 
     def add(self, flow: Flow, now: int) -> list[Flow]:
         """Start `flow` at `now`; return the flows (it included) whose rate, hence finish time, changed."""
         flow.updated_at = now
+        flow.solo_rate = min(self.capacity[link] / weight for link, weight in flow.links)
         for link, weight in flow.links:
             self.users[link][flow] = weight
+            self.demand[link] += weight * flow.solo_rate
         if self._try_fast_add(flow):
             flow.version += 1
             return [flow]
@@ -60,7 +68,11 @@ class FlowNetwork:
             users = self.users[link]
             del users[flow]
             saturated = self.load[link] >= self.capacity[link] * (1 - _EPS)
-            self.load[link] -= weight * flow.rate
+            if users:
+                self.load[link] -= weight * flow.rate
+                self.demand[link] -= weight * flow.solo_rate
+            else:  # reset rather than subtract, so rounding never accumulates on an idle link
+                self.load[link] = self.demand[link] = 0.0
             if saturated and users:
                 seeds.extend(users)
         return self._recompute(seeds, now) if seeds else []
@@ -90,7 +102,7 @@ class FlowNetwork:
         stack = list(flows)
         while stack:
             for link, _ in stack.pop().links:
-                if link in links:
+                if link in links or self.demand[link] < self.capacity[link] * (1 - _SLACK):
                     continue
                 links[link] = None
                 for other in self.users[link]:
@@ -107,35 +119,51 @@ class FlowNetwork:
             f.remaining = max(0.0, f.remaining - f.rate * (now - f.updated_at))
             f.updated_at = now
         self._fill(flows, links)
+        in_component = set(links)
         changed = []
         for f, old in zip(flows, old_rates, strict=True):
+            if f.rate != old:
+                for link, weight in f.links:
+                    if link not in in_component:  # slack links: keep their load current
+                        self.load[link] += weight * (f.rate - old)
             if f.version == 0 or abs(f.rate - old) > _EPS * max(f.rate, old):
                 f.version += 1
                 changed.append(f)
         return changed
 
     def _fill(self, flows: list[Flow], links: list[int]) -> None:
-        """Weighted progressive filling over one component (every flow of its links is in `flows`)."""
+        """Weighted progressive filling over one component (every flow of its links is in `flows`).
+
+        Each link's saturation level spare/weight only grows as flows freeze elsewhere, so a heap of
+        levels with lazy re-insertion pops links in saturation order.
+        """
         spare = {link: self.capacity[link] for link in links}
         weight_sum = dict.fromkeys(links, 0.0)
         for f in flows:
             for link, weight in f.links:
-                weight_sum[link] += weight
-        unfrozen = set(flows)
-        while unfrozen:
-            level = min(spare[link] / w for link, w in weight_sum.items() if w > _EPS)
-            limit = level * (1 + _EPS)
-            saturated = [link for link, w in weight_sum.items() if w > _EPS and spare[link] / w <= limit]
-            for link in saturated:
-                for f in self.users[link]:
-                    if f not in unfrozen:
-                        continue
-                    unfrozen.discard(f)
-                    f.rate = level
-                    for other_link, weight in f.links:
-                        spare[other_link] -= weight * level
-                        weight_sum[other_link] -= weight
-            for link in saturated:
-                weight_sum.pop(link, None)
+                if link in weight_sum:
+                    weight_sum[link] += weight
+        heap = [(spare[link] / w, link) for link, w in weight_sum.items()]
+        heapq.heapify(heap)
+        frozen: set[Flow] = set()
+        while heap:
+            level, link = heapq.heappop(heap)
+            w = weight_sum[link]
+            if w <= _EPS:
+                continue
+            current = spare[link] / w
+            if current > level * (1 + _EPS):
+                heapq.heappush(heap, (current, link))
+                continue
+            for f in self.users[link]:
+                if f in frozen:
+                    continue
+                frozen.add(f)
+                f.rate = current
+                for other, weight in f.links:
+                    if other in spare:
+                        spare[other] -= weight * current
+                        weight_sum[other] -= weight
+            weight_sum[link] = 0.0
         for link in links:
-            self.load[link] = sum(w * f.rate for f, w in self.users[link].items())
+            self.load[link] = self.capacity[link] - spare[link]

@@ -9,6 +9,7 @@ untouched: this is exactly the data `chakra_io.read_trace` reads, only faster fo
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -45,6 +46,28 @@ class RankTrace:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def packed(self) -> tuple[Any, ...]:
+        """A form that crosses a process boundary cheaply: int lists as raw int64 bytes, names and
+        groups as one NUL-joined string, dependencies as counts plus one flat array."""
+        flat = [d for deps in self.deps for d in deps]
+        ints = (self.ids, self.kinds, self.durations_ns, self.sizes, self.coll_types, self.peers, self.tags,
+                [len(deps) for deps in self.deps], flat)
+        return (self.path, "\0".join(self.names), "\0".join(self.groups),
+                *(array("q", values).tobytes() for values in ints))
+
+    @classmethod
+    def unpacked(cls, data: tuple[Any, ...]) -> RankTrace:
+        path, names, groups, *blobs = data
+        ids, kinds, durations, sizes, coll_types, peers, tags, counts, flat = (
+            array("q", blob).tolist() for blob in blobs)
+        deps: list[tuple[int, ...]] = []
+        position = 0
+        for count in counts:
+            deps.append(tuple(flat[position:position + count]) if count else ())
+            position += count
+        return cls(path, ids, names.split("\0") if ids else [], kinds, durations, sizes, coll_types, peers,
+                   tags, groups.split("\0") if ids else [], deps)
 
 
 @lru_cache(maxsize=1)
@@ -130,6 +153,11 @@ def _require(values: dict[str, Any], key: str, path: Path, node: Any) -> int:
     if key not in values:
         raise RunDirError(f"{path}: node {node.id} ({node.name!r}) lacks required attribute {key!r}")
     return int(values[key])
+
+
+def read_packed_rank_trace(path: Path, num_ranks: int) -> tuple[Any, ...]:
+    """`read_rank_trace(...).packed()`, for worker processes."""
+    return read_rank_trace(path, num_ranks).packed()
 
 
 def read_rank_trace(path: Path, num_ranks: int) -> RankTrace:

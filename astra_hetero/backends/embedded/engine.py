@@ -1,0 +1,298 @@
+"""The discrete-event engine: per-rank Chakra graphs driving collectives and transfers over the network.
+
+Semantics
+- A node is ready when all its data and control dependencies have completed. A rank runs one compute
+  node at a time (in the order they became ready), for `duration_micros` × 1000 ns.
+- Communication overlaps compute. A collective is matched across its comm group in issue order (the
+  k-th collective a rank issues on a group meets every member's k-th) and starts when every member
+  has issued it. A send starts transferring as soon as it is issued; it completes when its data has
+  arrived. The matching recv (same src, dst, tag, in issue order) completes when the data has arrived
+  and the recv has been issued.
+- Time accounting per rank, over [0, iteration]: `compute` is time running a compute node;
+  `exposed` is time with no compute running while at least one communication of the rank is under
+  way — a collective from its start (all members issued) to its end, a send from its issue to its
+  arrival, a recv from max(its issue, the send's issue) to the arrival; `idle` is the rest
+  (iteration − compute − exposed): dependency stalls, pipeline bubbles, waiting for peers that have
+  not issued yet, and the tail after the rank's last node while slower ranks finish.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from astra_hetero.backends.embedded import events
+from astra_hetero.backends.embedded.network import Flow, FlowNetwork
+from astra_hetero.backends.embedded.plans import PhasePlan, Planner
+from astra_hetero.backends.embedded.routing import Router
+from astra_hetero.backends.embedded.rundir_reader import SimInput
+from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_COMP, KIND_RECV, KIND_SEND
+from astra_hetero.backends.embedded.workload import FlatWorkload, flatten
+from astra_hetero.errors import RunDirError, SimulationDeadlock
+
+_MAX_REPORTED = 8
+
+
+class Comm:
+    """One collective instance or one send/recv transfer while it runs (and its record after)."""
+
+    __slots__ = ("group", "kind", "size", "nodes", "ranks", "plan", "phase", "start_ns", "end_ns", "recv",
+                 "arrived")
+
+    def __init__(self, group: str, kind: str, size: int, plan: tuple[PhasePlan, ...]) -> None:
+        self.group = group
+        self.kind = kind
+        self.size = size
+        self.nodes: list[int] = []
+        self.ranks: list[int] = []
+        self.plan = plan
+        self.phase = 0
+        self.start_ns = -1
+        self.end_ns = -1
+        self.recv = -1
+        self.arrived = False
+
+
+@dataclass(frozen=True)
+class EngineOutcome:
+    finish_ns: list[int]
+    compute_ns: list[int]
+    exposed_ns: list[int]
+    comms: list[Comm]
+    workload: FlatWorkload
+    start_ns: list[int]
+    end_ns: list[int]
+    num_events: int
+    num_recomputes: int
+
+
+class Engine:
+    def __init__(self, sim: SimInput) -> None:
+        self.sim = sim
+        self.w = flatten(sim)
+        # the lists the hot paths index, bound once
+        self.kinds, self.rank_of, self.successors = self.w.kinds, self.w.rank_of, self.w.successors
+        self.durations_ns = self.w.durations_ns
+        self.planner = Planner(Router(sim.topology), sim.machines, sim.algorithm)
+        self.net = FlowNetwork(sim.topology.link_bytes_per_ns)
+        self.queue = events.EventQueue()
+        n, num_ranks = len(self.w.kinds), sim.num_ranks
+        self.pending = list(self.w.num_deps)
+        self.start_ns = [-1] * n
+        self.end_ns = [-1] * n
+        self.busy = [False] * num_ranks
+        self.ready_compute: list[deque[int]] = [deque() for _ in range(num_ranks)]
+        self.active = [0] * num_ranks
+        self.last_ns = [0] * num_ranks
+        self.compute_ns = [0] * num_ranks
+        self.exposed_ns = [0] * num_ranks
+        self.finish_ns = [0] * num_ranks
+        self.issued: dict[int, int] = {}  # group index * num_ranks + rank -> collectives issued
+        self.forming: dict[tuple[int, int], Comm] = {}
+        self.sends: dict[tuple[int, int, int], deque[Comm]] = {}
+        self.recvs: dict[tuple[int, int, int], deque[int]] = {}
+        self.done: list[Comm] = []
+        self.num_done = 0
+
+    def run(self) -> EngineOutcome:
+        for g in self.w.roots:
+            self._ready(g, 0)
+        pop, queue = self.queue.pop, self.queue
+        while queue:
+            now, kind, payload = pop()
+            if kind == events.COMPUTE_DONE:
+                self._compute_done(payload, now)
+            elif kind == events.FLOW_DONE:
+                flow, version = payload
+                if version == flow.version:
+                    self._flow_done(flow, now)
+            else:
+                self._phase_done(payload, now)
+        if self.num_done != len(self.w.kinds):
+            raise SimulationDeadlock(self._deadlock_report())
+        return EngineOutcome(self.finish_ns, self.compute_ns, self.exposed_ns, self.done, self.w, self.start_ns,
+                             self.end_ns, queue.num_scheduled, self.net.num_recomputes)
+
+    # --- time accounting -------------------------------------------------------------------------
+    def _account(self, rank: int, now: int) -> None:
+        elapsed = now - self.last_ns[rank]
+        if elapsed:
+            if self.busy[rank]:
+                self.compute_ns[rank] += elapsed
+            elif self.active[rank]:
+                self.exposed_ns[rank] += elapsed
+            self.last_ns[rank] = now
+
+    def _begin_comm(self, rank: int, now: int) -> None:
+        self._account(rank, now)
+        self.active[rank] += 1
+
+    def _end_comm(self, rank: int, now: int) -> None:
+        self._account(rank, now)
+        self.active[rank] -= 1
+
+    # --- node life cycle --------------------------------------------------------------------------
+    def _ready(self, g: int, now: int) -> None:
+        kind = self.kinds[g]
+        if kind == KIND_COMP:
+            rank = self.rank_of[g]
+            if self.busy[rank]:
+                self.ready_compute[rank].append(g)
+            else:
+                self._start_compute(rank, g, now)
+        elif kind == KIND_COLL:
+            self._issue_collective(g, now)
+        elif kind == KIND_SEND:
+            self._issue_send(g, now)
+        else:
+            self._issue_recv(g, now)
+
+    def _complete(self, g: int, now: int) -> None:
+        self.end_ns[g] = now
+        self.num_done += 1
+        rank = self.rank_of[g]
+        if now > self.finish_ns[rank]:
+            self.finish_ns[rank] = now
+        successors = self.successors[g]
+        if successors:
+            pending, ready = self.pending, self._ready
+            for s in successors:
+                left = pending[s] - 1
+                pending[s] = left
+                if not left:
+                    ready(s, now)
+
+    def _start_compute(self, rank: int, g: int, now: int) -> None:
+        self._account(rank, now)
+        self.busy[rank] = True
+        self.start_ns[g] = now
+        self.queue.push(now + self.durations_ns[g], events.COMPUTE_DONE, g)
+
+    def _compute_done(self, g: int, now: int) -> None:
+        rank = self.rank_of[g]
+        self._complete(g, now)  # still busy: compute nodes it releases queue up behind earlier ones
+        self._account(rank, now)
+        self.busy[rank] = False
+        waiting = self.ready_compute[rank]
+        if waiting:
+            self._start_compute(rank, waiting.popleft(), now)
+
+    # --- collectives ------------------------------------------------------------------------------
+    def _issue_collective(self, g: int, now: int) -> None:
+        w = self.w
+        rank, group = w.rank_of[g], w.groups[g]
+        counter_key = group * self.sim.num_ranks + rank
+        k = self.issued.get(counter_key, 0)
+        self.issued[counter_key] = k + 1
+        comm = self.forming.get((group, k))
+        if comm is None:
+            members = w.group_members[group]
+            kind = w.coll_kind_name(g)
+            comm = Comm(w.group_names[group], kind, w.sizes[g], self.planner.collective(members, kind))
+            self.forming[(group, k)] = comm
+        elif w.coll_types[g] != w.coll_types[comm.nodes[0]] or w.sizes[g] != comm.size:
+            raise RunDirError(f"{w.describe(g)} is matched with {w.describe(comm.nodes[0])} (the same "
+                              f"collective of group {comm.group!r}) but differs in type or size")
+        comm.nodes.append(g)
+        comm.ranks.append(rank)
+        if len(comm.nodes) == len(w.group_members[group]):
+            del self.forming[(group, k)]
+            self._start_comm(comm, now)
+
+    def _start_comm(self, comm: Comm, now: int) -> None:
+        comm.start_ns = now
+        for rank, g in zip(comm.ranks, comm.nodes, strict=True):
+            self.start_ns[g] = now
+            self._begin_comm(rank, now)
+        self._start_phase(comm, now)
+
+    def _start_phase(self, comm: Comm, now: int) -> None:
+        if comm.phase == len(comm.plan):
+            self._finish_comm(comm, now)
+            return
+        phase = comm.plan[comm.phase]
+        num_bytes = comm.size * phase.bytes_fraction
+        if not phase.links or num_bytes <= 0:
+            self.queue.push(now + phase.latency_ns, events.PHASE_DONE, comm)
+            return
+        self._push_finishes(self.net.add(Flow(0, phase.links, num_bytes, comm), now), now)
+
+    def _push_finishes(self, flows: list[Flow], now: int) -> None:
+        push = self.queue.push
+        for flow in flows:
+            push(flow.finish_time(now), events.FLOW_DONE, (flow, flow.version))
+
+    def _flow_done(self, flow: Flow, now: int) -> None:
+        flow.version = -1  # later events of this flow are stale
+        self._push_finishes(self.net.remove(flow, now), now)
+        comm: Comm = flow.owner  # type: ignore[assignment]
+        self.queue.push(now + comm.plan[comm.phase].latency_ns, events.PHASE_DONE, comm)
+
+    def _phase_done(self, comm: Comm, now: int) -> None:
+        comm.phase += 1
+        self._start_phase(comm, now)
+
+    def _finish_comm(self, comm: Comm, now: int) -> None:
+        comm.end_ns = now
+        self.done.append(comm)
+        for rank, g in zip(comm.ranks, comm.nodes, strict=True):
+            self._end_comm(rank, now)
+            self._complete(g, now)
+        if comm.kind == "send_recv":
+            comm.arrived = True
+            if comm.recv >= 0:
+                rank = self.w.rank_of[comm.recv]
+                self._end_comm(rank, now)
+                self._complete(comm.recv, now)
+
+    # --- point to point ---------------------------------------------------------------------------
+    def _issue_send(self, g: int, now: int) -> None:
+        w = self.w
+        src, dst = w.rank_of[g], w.peers[g]
+        comm = Comm(f"{src}->{dst}", "send_recv", w.sizes[g], self.planner.transfer(src, dst))
+        comm.nodes.append(g)
+        comm.ranks.append(src)
+        key = (src, dst, w.tags[g])
+        waiting = self.recvs.get(key)
+        if waiting:
+            comm.recv = waiting.popleft()
+            self.start_ns[comm.recv] = now
+            self._begin_comm(dst, now)
+        else:
+            self.sends.setdefault(key, deque()).append(comm)
+        self._start_comm(comm, now)
+
+    def _issue_recv(self, g: int, now: int) -> None:
+        w = self.w
+        dst, src = w.rank_of[g], w.peers[g]
+        key = (src, dst, w.tags[g])
+        sent = self.sends.get(key)
+        if not sent:
+            self.recvs.setdefault(key, deque()).append(g)
+            return
+        comm = sent.popleft()
+        comm.recv = g
+        self.start_ns[g] = now
+        if comm.arrived:
+            self._complete(g, now)
+        else:
+            self._begin_comm(dst, now)
+
+    # --- diagnostics ------------------------------------------------------------------------------
+    def _deadlock_report(self) -> str:
+        w = self.w
+        waiting: dict[int, list[int]] = {}
+        for g, end in enumerate(self.end_ns):
+            if end < 0 and self.pending[g] == 0:
+                waiting.setdefault(w.rank_of[g], []).append(g)
+        lines = [f"deadlock: {len(w.kinds) - self.num_done} nodes never ran; "
+                 f"{len(waiting)} ranks wait on issued nodes that cannot complete:"]
+        for rank in sorted(waiting)[:_MAX_REPORTED]:
+            nodes = ", ".join(w.describe(g, with_file=False) for g in waiting[rank][:_MAX_REPORTED])
+            lines.append(f"  rank {rank} ({w.paths[rank]}): {nodes}")
+        if len(waiting) > _MAX_REPORTED:
+            lines.append(f"  ... and {len(waiting) - _MAX_REPORTED} more ranks")
+        if not waiting:
+            lines.append("  none: the remaining nodes wait on each other (a dependency cycle)")
+        return "\n".join(lines)
+

@@ -1,0 +1,53 @@
+"""Collective phases mapped onto the network: which links each phase loads, and its latency.
+
+A phase's transfers are routed and their link fractions summed into one coflow description; the
+phase's latency is its step count times the slowest transfer's path latency. Plans depend only on
+the group, the collective kind and the algorithm (not on the size), so they are cached per run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from astra_hetero.backends.embedded import collectives
+from astra_hetero.backends.embedded.routing import Router
+
+
+@dataclass(frozen=True)
+class PhasePlan:
+    links: tuple[tuple[int, float], ...]  # directed link -> summed fraction of the phase's sub-flows
+    bytes_fraction: float
+    latency_ns: int
+
+
+class Planner:
+    def __init__(self, router: Router, machines: list[int], algorithm: str) -> None:
+        self.router = router
+        self.machines = machines
+        self.algorithm = algorithm
+        self._cache: dict[tuple[tuple[int, ...], str], tuple[PhasePlan, ...]] = {}
+
+    def collective(self, members: tuple[int, ...], kind: str) -> tuple[PhasePlan, ...]:
+        key = (members, kind)
+        plan = self._cache.get(key)
+        if plan is None:
+            phases = collectives.phases_for(self.algorithm, kind, members, self.machines)
+            plan = self._cache[key] = tuple(self._phase_plan(p.pairs, p.bytes_fraction, p.steps) for p in phases)
+        return plan
+
+    def transfer(self, src: int, dst: int) -> tuple[PhasePlan, ...]:
+        key = ((src, dst), "p2p")
+        plan = self._cache.get(key)
+        if plan is None:
+            plan = self._cache[key] = (self._phase_plan(((src, dst),), 1.0, 1),)
+        return plan
+
+    def _phase_plan(self, pairs: tuple[tuple[int, int], ...], fraction: float, steps: int) -> PhasePlan:
+        links: dict[int, float] = {}
+        latency = 0
+        for src, dst in pairs:
+            route = self.router.route(src, dst)
+            latency = max(latency, route.latency_ns)
+            for link, share in route.links:
+                links[link] = links.get(link, 0.0) + share
+        return PhasePlan(tuple(sorted(links.items())), fraction, steps * latency)
