@@ -96,8 +96,8 @@ def _rank_trace(shape: Shape, stage: int, replica: int, tp_index: int) -> list[b
         tag = 2 * mb + (0 if forward else 1)
         dep = -1
         if 0 <= upstream < shape.pp:
-            dep = writer.p2p(f"recv_{phase}{mb}", pb.COMM_RECV_NODE, rank_of(shape, upstream, replica, tp_index),
-                             rank, tag, shape.p2p_bytes, -1)
+            peer = rank_of(shape, upstream, replica, tp_index)
+            dep = writer.p2p(f"recv_{phase}{mb}", pb.COMM_RECV_NODE, peer, rank, tag, shape.p2p_bytes, -1)
         half_us = shape.fwd_half_layer_us * (1 if forward else 2)
         for layer in range(shape.layers_per_stage):
             for part in ("attn", "mlp"):
@@ -107,8 +107,8 @@ def _rank_trace(shape: Shape, stage: int, replica: int, tp_index: int) -> list[b
             if not forward and mb == shape.num_micro_batches - 1:
                 writer.all_reduce(f"dp_ar_l{layer}", shape.dp_bucket_bytes, dp_group, dep)
         if 0 <= downstream < shape.pp:
-            writer.p2p(f"send_{phase}{mb}", pb.COMM_SEND_NODE, rank, rank_of(shape, downstream, replica, tp_index),
-                       tag, shape.p2p_bytes, dep)
+            peer = rank_of(shape, downstream, replica, tp_index)
+            writer.p2p(f"send_{phase}{mb}", pb.COMM_SEND_NODE, rank, peer, tag, shape.p2p_bytes, dep)
     return writer.records
 
 
@@ -141,7 +141,8 @@ def write_run_dir(shape: Shape, root: Path) -> Path:
     groups: dict[str, list[int]] = {}
     for stage in range(shape.pp):
         for replica in range(shape.dp):
-            groups[str(stage * shape.dp + replica)] = [rank_of(shape, stage, replica, t) for t in range(shape.tp)]
+            members = [rank_of(shape, stage, replica, t) for t in range(shape.tp)]
+            groups[str(stage * shape.dp + replica)] = members
     for stage in range(shape.pp):
         for t in range(shape.tp):
             groups[str(shape.pp * shape.dp + stage * shape.tp + t)] = [
@@ -151,7 +152,8 @@ def write_run_dir(shape: Shape, root: Path) -> Path:
         for replica in range(shape.dp):
             for t in range(shape.tp):
                 rank = rank_of(shape, stage, replica, t)
-                chakra_io.write_trace(root / f"workload/workload.{rank}.et", _rank_trace(shape, stage, replica, t))
+                records = _rank_trace(shape, stage, replica, t)
+                chakra_io.write_trace(root / f"workload/workload.{rank}.et", records)
                 ranks.append({"rank": rank, "node": rank // shape.gpus_per_node, "gpu": "h100-sxm",
                               "stage": stage, "replica": replica, "tp_index": t})
     ranks.sort(key=lambda r: r["rank"])

@@ -125,7 +125,8 @@ class NicSpec(Strict):
 
     gbps: PositiveFloat
     count: PositiveInt | None = Field(None, description="NICs per node; default one per GPU")
-    latency_ns: Annotated[float, Field(ge=0)] = 0.0
+    latency_ns: Annotated[float, Field(ge=0)] = Field(
+        100.0, description="GPU-to-NIC hop; kept non-zero so no ns-3 link has zero delay")
 
     @model_validator(mode="before")
     @classmethod

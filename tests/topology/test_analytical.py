@@ -35,15 +35,16 @@ def test_homogeneous_cluster_has_an_intra_and_an_inter_node_dimension(tmp_path):
     assert net["npus_count"] == [4, 4]
     # NVLink 4 per GPU; one 400 Gbit/s NIC per GPU = 50 GB/s; one leaf, so no spine on the path.
     assert net["bandwidth"] == [450, 50]
-    # NVLink hop 500 ns; GPU-NIC 0 + NIC-leaf 500 twice = 1000 ns one way, over the 2 links of a Switch.
-    assert net["latency"] == [500, 500]
+    # NVLink hop 500 ns; (GPU-NIC 100 + NIC-leaf 500) twice = 1200 ns one way, over a Switch's 2 links.
+    assert net["latency"] == [500, 600]
 
 
 def test_mixed_groups_take_the_bottleneck_and_say_so(tmp_path):
     net, comments = network(render(tmp_path))
     assert math.prod(net["npus_count"]) == 16
     assert net["bandwidth"] == [300, 25]  # NVLink 3 and 200 Gbit/s A100 NICs are the slower ones
-    assert net["latency"][1] == pytest.approx((500 + 500 + 500 + 500) / 2)  # NIC-leaf-spine-leaf-NIC
+    # GPU-NIC 100, NIC-leaf-spine-leaf-NIC 4 x 500, NIC-GPU 100, over the 2 links of a Switch.
+    assert net["latency"][1] == pytest.approx((100 + 4 * 500 + 100) / 2)
     assert any("minimum bandwidth" in line for line in comments)
 
 
@@ -64,7 +65,7 @@ def test_each_group_is_divided_by_its_own_leafs_oversubscription(tmp_path):
 def test_rail_traffic_between_nodes_stays_on_its_rail(tmp_path):
     net, _ = network(render(tmp_path, topology="rail_optimized", oversubscription=2.0))
     assert net["bandwidth"][1] == 25
-    assert net["latency"][1] == pytest.approx(500)  # GPU-NIC-rail-NIC-GPU: 2 x 500 ns one way
+    assert net["latency"][1] == pytest.approx((100 + 2 * 500 + 100) / 2)  # GPU-NIC-rail-NIC-GPU
 
 
 def test_groups_with_different_gpus_per_node_fall_back_to_one_dimension(tmp_path):

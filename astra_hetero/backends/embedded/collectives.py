@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL = "all_reduce", "reduce_scatter", "all_gather", "all_to_all"
+ALL_REDUCE, REDUCE_SCATTER = "all_reduce", "reduce_scatter"
+ALL_GATHER, ALL_TO_ALL = "all_gather", "all_to_all"
 RING_KINDS = (ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER)
 
 
@@ -95,7 +96,8 @@ def algorithm(name: str) -> Algorithm:
         raise ValueError(f"unknown collective algorithm {name!r}; valid: {', '.join(ALGORITHMS)}") from None
 
 
-def phases_for(algorithm_name: str, kind: str, members: Sequence[int], machines: Sequence[int]) -> tuple[Phase, ...]:
+def phases_for(algorithm_name: str, kind: str, members: Sequence[int],
+               machines: Sequence[int]) -> tuple[Phase, ...]:
     """The phases `kind` runs with: all-to-all is always direct, the rest use `algorithm_name`."""
     if kind == ALL_TO_ALL:
         return direct(kind, members, machines)

@@ -26,7 +26,7 @@ from astra_hetero.backends.embedded.network import Flow, FlowNetwork
 from astra_hetero.backends.embedded.plans import PhasePlan, Planner
 from astra_hetero.backends.embedded.routing import Router
 from astra_hetero.backends.embedded.rundir_reader import SimInput
-from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_COMP, KIND_RECV, KIND_SEND
+from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_COMP, KIND_SEND
 from astra_hetero.backends.embedded.workload import FlatWorkload, flatten
 from astra_hetero.errors import RunDirError, SimulationDeadlock
 
@@ -73,8 +73,9 @@ class Engine:
         # the lists the hot paths index, bound once
         self.kinds, self.rank_of, self.successors = self.w.kinds, self.w.rank_of, self.w.successors
         self.durations_ns = self.w.durations_ns
-        self.planner = Planner(Router(sim.topology), sim.machines, sim.algorithm)
-        self.net = FlowNetwork(sim.topology.link_bytes_per_ns)
+        router = Router(sim.topology)
+        self.planner = Planner(router, sim.machines, sim.algorithm)
+        self.net = FlowNetwork(router.bundle_bytes_per_ns)
         self.queue = events.EventQueue()
         n, num_ranks = len(self.w.kinds), sim.num_ranks
         self.pending = list(self.w.num_deps)
@@ -110,8 +111,8 @@ class Engine:
                 self._phase_done(payload, now)
         if self.num_done != len(self.w.kinds):
             raise SimulationDeadlock(self._deadlock_report())
-        return EngineOutcome(self.finish_ns, self.compute_ns, self.exposed_ns, self.done, self.w, self.start_ns,
-                             self.end_ns, queue.num_scheduled, self.net.num_recomputes)
+        return EngineOutcome(self.finish_ns, self.compute_ns, self.exposed_ns, self.done, self.w,
+                             self.start_ns, self.end_ns, queue.num_scheduled, self.net.num_recomputes)
 
     # --- time accounting -------------------------------------------------------------------------
     def _account(self, rank: int, now: int) -> None:
@@ -215,7 +216,7 @@ class Engine:
         if not phase.links or num_bytes <= 0:
             self.queue.push(now + phase.latency_ns, events.PHASE_DONE, comm)
             return
-        self._push_finishes(self.net.add(Flow(0, phase.links, num_bytes, comm), now), now)
+        self._push_finishes(self.net.add(Flow(phase.links, num_bytes, comm), now), now)
 
     def _push_finishes(self, flows: list[Flow], now: int) -> None:
         push = self.queue.push

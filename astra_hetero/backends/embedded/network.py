@@ -9,8 +9,9 @@ freezes the flows of each link as it saturates.
 
 Recomputation is local. A link is *slack* when even every flow on it at its solo rate (the rate it
 would get alone) would not fill it; a slack link can never limit anyone, so it neither joins flows
-into one component nor enters the filling. Adding a flow whose links all have spare capacity, and which gets at least the
-rate of every other flow on the link that limits it, leaves every other rate fair; removing a flow that
+into one component nor enters the filling. Adding a flow whose links all have spare capacity, and
+which gets at least the rate of every other flow on the link that limits it, leaves every other
+rate fair; removing a flow that
 was alone on each of its saturated links frees only capacity nobody is waiting for. Otherwise the
 allocation is recomputed over the connected component (flows linked through shared links) of the change.
 """
@@ -25,10 +26,9 @@ _SLACK = 1e-6  # margin below capacity for a link to count as slack (demand is a
 
 
 class Flow:
-    __slots__ = ("fid", "links", "remaining", "rate", "solo_rate", "updated_at", "version", "owner")
+    __slots__ = ("links", "remaining", "rate", "solo_rate", "updated_at", "version", "owner")
 
-    def __init__(self, fid: int, links: tuple[tuple[int, float], ...], num_bytes: float, owner: object) -> None:
-        self.fid = fid
+    def __init__(self, links: tuple[tuple[int, float], ...], num_bytes: float, owner: object) -> None:
         self.links = links
         self.remaining = float(num_bytes)
         self.rate = 0.0
@@ -87,7 +87,8 @@ class FlowNetwork:
         limit = rate * (1 + _EPS)
         for link, weight in flow.links:
             spare = self.capacity[link] - self.load[link]
-            if spare / weight <= limit and all(other.rate <= limit for other in self.users[link] if other is not flow):
+            if spare / weight <= limit and all(other.rate <= limit for other in self.users[link]
+                                               if other is not flow):
                 break
         else:
             return False

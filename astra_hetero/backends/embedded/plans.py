@@ -32,7 +32,8 @@ class Planner:
         plan = self._cache.get(key)
         if plan is None:
             phases = collectives.phases_for(self.algorithm, kind, members, self.machines)
-            plan = self._cache[key] = tuple(self._phase_plan(p.pairs, p.bytes_fraction, p.steps) for p in phases)
+            plan = tuple(self._phase_plan(p.pairs, p.bytes_fraction, p.steps) for p in phases)
+            self._cache[key] = plan
         return plan
 
     def transfer(self, src: int, dst: int) -> tuple[PhasePlan, ...]:

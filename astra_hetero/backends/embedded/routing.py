@@ -5,6 +5,11 @@ next hops lie on shortest paths, the traffic divides equally among them at that 
 limit of per-flow ECMP hashing; a route is therefore a set of directed links, each with the fraction
 of the flow it carries. Distances to a destination come from one breadth-first search over the graph
 (vectorised with numpy: a 1024-GPU fabric needs about a thousand of them).
+
+Twin switches (same neighbours over same-rate, same-delay links, like the spines of a spine-leaf
+fabric) always carry identical shares of every route, so their parallel links are merged into one
+*bundle* with the summed capacity. Routes and the flow model work on bundles: a route through 128
+spines is 6 bundles instead of 260 links, with exactly the same max-min rates.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from astra_hetero.errors import RunDirError
 
 @dataclass(frozen=True)
 class Route:
-    links: tuple[tuple[int, float], ...]  # (directed link, fraction of the flow on it)
+    links: tuple[tuple[int, float], ...]  # (bundle of directed links, fraction of the flow on it)
     latency_ns: int  # the slowest of the equal-cost paths
 
 
@@ -30,10 +35,12 @@ class Router:
         self.topo = topo
         degrees = np.array([len(links) for links in topo.out_links], dtype=np.int64)
         self._indptr = np.concatenate(([0], np.cumsum(degrees)))
-        self._neighbours = np.array([topo.link_dst[k] for links in topo.out_links for k in links], dtype=np.int64)
+        self._neighbours = np.array([topo.link_dst[k] for links in topo.out_links for k in links],
+                                    dtype=np.int64)
         self._forwards = np.array(topo.is_switch, dtype=bool)
         self._distances: dict[int, np.ndarray] = {}
         self._routes: dict[tuple[int, int], Route] = {}
+        self.bundle_of, self.bundle_bytes_per_ns = _bundles(topo)
 
     def route(self, src_rank: int, dst_rank: int) -> Route:
         key = (src_rank, dst_rank)
@@ -82,10 +89,33 @@ class Router:
                 part = share[node] / len(next_links)
                 for k in next_links:
                     hop = topo.link_dst[k]
-                    links[k] = links.get(k, 0.0) + part
+                    bundle = self.bundle_of[k]
+                    links[bundle] = links.get(bundle, 0.0) + part
                     if hop not in share and hop != dst:
                         following.append(hop)
                     share[hop] = share.get(hop, 0.0) + part
                     latency[hop] = max(latency.get(hop, 0), latency[node] + topo.link_delay_ns[k])
             frontier = following
         return Route(tuple(sorted(links.items())), latency[dst])
+
+
+def _bundles(topo: Topology) -> tuple[list[int], list[float]]:
+    """Directed link -> bundle id, and each bundle's capacity (twin switches' links merged)."""
+    twin_class = list(range(topo.num_nodes))
+    by_neighbourhood: dict[tuple, int] = {}
+    for node in range(topo.num_nodes):
+        if topo.is_switch[node]:
+            key = tuple(sorted((topo.link_dst[k], topo.link_bytes_per_ns[k], topo.link_delay_ns[k])
+                               for k in topo.out_links[node]))
+            twin_class[node] = by_neighbourhood.setdefault(key, node)
+    bundle_ids: dict[tuple[int, int], int] = {}
+    bundle_of: list[int] = []
+    capacity: list[float] = []
+    for k in range(topo.num_links):
+        key = (twin_class[topo.link_src[k]], twin_class[topo.link_dst[k]])
+        bundle = bundle_ids.setdefault(key, len(capacity))
+        if bundle == len(capacity):
+            capacity.append(0.0)
+        capacity[bundle] += topo.link_bytes_per_ns[k]
+        bundle_of.append(bundle)
+    return bundle_of, capacity

@@ -101,7 +101,8 @@ def _comm_groups(path: Path, num_ranks: int) -> dict[str, tuple[int, ...]]:
     if not isinstance(data, dict):
         raise RunDirError(f"{path}: expected an object {{\"<group id>\": [ranks]}}")
     for name, members in data.items():
-        if not isinstance(members, list) or not all(isinstance(r, int) and 0 <= r < num_ranks for r in members):
+        valid = isinstance(members, list) and all(isinstance(r, int) and 0 <= r < num_ranks for r in members)
+        if not valid:
             raise RunDirError(f"{path}: group {name!r} must list ranks in 0..{num_ranks - 1}")
         if len(set(members)) != len(members) or not members:
             raise RunDirError(f"{path}: group {name!r} is empty or lists a rank twice")
@@ -112,7 +113,8 @@ def _comm_groups(path: Path, num_ranks: int) -> dict[str, tuple[int, ...]]:
 def _read_traces(paths: list[Path], num_ranks: int, workers: int | None) -> list[RankTrace]:
     missing = [p for p in paths if not p.is_file()]
     if missing:
-        raise RunDirError(f"{missing[0]}: trace file missing ({len(missing)} of {len(paths)} rank files absent)")
+        raise RunDirError(f"{missing[0]}: trace file missing "
+                          f"({len(missing)} of {len(paths)} rank files absent)")
     workers = workers if workers is not None else min(2, os.cpu_count() or 1)
     if workers <= 1 or len(paths) < _PARALLEL_MIN_RANKS:
         return [read_rank_trace(p, num_ranks) for p in paths]
@@ -124,6 +126,6 @@ def _read_traces(paths: list[Path], num_ranks: int, workers: int | None) -> list
 
 def _machines(labels: list[dict[str, Any]], topology: Topology, num_ranks: int) -> list[int]:
     if len(labels) == num_ranks and all("node" in entry for entry in labels):
-        by_rank = {int(entry["rank"]) if "rank" in entry else i: int(entry["node"]) for i, entry in enumerate(labels)}
+        by_rank = {int(entry.get("rank", i)): int(entry["node"]) for i, entry in enumerate(labels)}
         return [by_rank[r] for r in range(num_ranks)]
     return host_groups(topology, num_ranks)

@@ -124,14 +124,15 @@ def _check_transfers(w: FlatWorkload) -> None:
             recvs[(w.peers[g], w.rank_of[g], w.tags[g])] += 1
     if sends == recvs:
         return
-    for g, kind in enumerate(w.kinds):
-        if kind == KIND_SEND:
-            key = (w.rank_of[g], w.peers[g], w.tags[g])
-            if sends[key] > recvs[key]:
-                raise RunDirError(f"{w.describe(g)}: unmatched send to rank {key[1]} tag {key[2]} "
-                                  f"({sends[key]} sends, {recvs[key]} recvs in {w.paths[key[1]]})")
-        elif kind == KIND_RECV:
-            key = (w.peers[g], w.rank_of[g], w.tags[g])
-            if recvs[key] > sends[key]:
-                raise RunDirError(f"{w.describe(g)}: unmatched recv from rank {key[0]} tag {key[2]} "
-                                  f"({recvs[key]} recvs, {sends[key]} sends in {w.paths[key[0]]})")
+    seen: Counter[tuple[int, int, int, int]] = Counter()
+    for g, kind in enumerate(w.kinds):  # the first send (recv) beyond its peer's count is unmatched
+        if kind not in (KIND_SEND, KIND_RECV):
+            continue
+        src, dst = (w.rank_of[g], w.peers[g]) if kind == KIND_SEND else (w.peers[g], w.rank_of[g])
+        key = (src, dst, w.tags[g])
+        mine, theirs = (sends, recvs) if kind == KIND_SEND else (recvs, sends)
+        seen[(kind, *key)] += 1
+        if seen[(kind, *key)] > theirs[key]:
+            what, peer = ("send to", key[1]) if kind == KIND_SEND else ("recv from", key[0])
+            raise RunDirError(f"{w.describe(g)}: unmatched {what} rank {peer} tag {key[2]} "
+                              f"({mine[key]} on this side, {theirs[key]} matching in {w.paths[peer]})")
