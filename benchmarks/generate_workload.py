@@ -32,8 +32,9 @@ print(json.dumps({"seconds": elapsed, "peak_bytes": peak}))
 def measure(spec: Path) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run"
-        done = subprocess.run([sys.executable, "-c", CHILD, str(spec), str(out)], check=True,
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, str(spec), str(out)], check=True, capture_output=True, text=True
+        )
         figures = json.loads(done.stdout.strip().splitlines()[-1])
         manifest = json.loads((out / "manifest.json").read_text())
         figures["ranks"] = manifest["num_ranks"]
@@ -46,9 +47,13 @@ def main() -> None:
     figures = measure(spec)
     gib = 1024**3
     print(f"spec: {spec.name}  ranks: {figures['ranks']}  traces: {figures['trace_bytes'] / 1024**2:.0f} MiB")
-    print(f"generation time: {figures['seconds']:.2f} s   (target ≤ 10 s, ratio {figures['seconds'] / 10:.2f})")
-    print(f"peak memory:     {figures['peak_bytes'] / gib:.3f} GiB (target ≤ 2 GiB, ratio "
-          f"{figures['peak_bytes'] / gib / 2:.2f})")
+    print(
+        f"generation time: {figures['seconds']:.2f} s   (target ≤ 10 s, ratio {figures['seconds'] / 10:.2f})"
+    )
+    print(
+        f"peak memory:     {figures['peak_bytes'] / gib:.3f} GiB (target ≤ 2 GiB, ratio "
+        f"{figures['peak_bytes'] / gib / 2:.2f})"
+    )
 
 
 if __name__ == "__main__":

@@ -19,10 +19,17 @@ TINY_MODEL: dict[str, Any] = {
 }
 
 
-def node_group(name: str, gpu: str, count: int = 1, gpus_per_node: int = 4, fabric: str = "nvlink4",
-               nic: Any = 400) -> dict[str, Any]:
-    return {"name": name, "count": count, "gpus_per_node": gpus_per_node, "gpu": gpu,
-            "intra_node_fabric": fabric, "nic": nic}
+def node_group(
+    name: str, gpu: str, count: int = 1, gpus_per_node: int = 4, fabric: str = "nvlink4", nic: Any = 400
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "count": count,
+        "gpus_per_node": gpus_per_node,
+        "gpu": gpu,
+        "intra_node_fabric": fabric,
+        "nic": nic,
+    }
 
 
 def make_spec_data(**overrides: Any) -> dict[str, Any]:
@@ -33,8 +40,12 @@ def make_spec_data(**overrides: Any) -> dict[str, Any]:
     data: dict[str, Any] = {
         "name": "tiny-mixed",
         "model": copy.deepcopy(TINY_MODEL),
-        "cluster": {"node_groups": [node_group("h100", "h100-sxm", count=2),
-                                    node_group("a100", "a100-80", count=2, fabric="nvlink3", nic=200)]},
+        "cluster": {
+            "node_groups": [
+                node_group("h100", "h100-sxm", count=2),
+                node_group("a100", "a100-80", count=2, fabric="nvlink3", nic=200),
+            ]
+        },
         "network": {"topology": "spine_leaf", "nodes_per_leaf": 2},
         "parallelism": {"tp": 2, "pp": 2, "dp": 4, "micro_batch_size": 1, "global_batch_size": 16},
     }

@@ -11,7 +11,9 @@ from astra_hetero.spec import load_spec
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("generate", help="write one Chakra trace per rank, comm groups and manifest")
+    parser = subparsers.add_parser(
+        "generate", help="write one Chakra trace per rank, comm groups and manifest"
+    )
     parser.add_argument("spec", type=Path, help="experiment spec (YAML)")
     parser.add_argument("-o", "--output", type=Path, required=True, help="run directory")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -27,6 +29,8 @@ def run(args: argparse.Namespace) -> int:
 
 def describe_workload(run_dir: RunDir) -> str:
     manifest = run_dir.read_manifest()
-    return (f"{manifest['num_ranks']} ranks written to {run_dir.root}/workload "
-            f"(layers per stage {manifest['layers_per_stage']}, "
-            f"micro-batches per replica {manifest['micro_batches_per_replica']})")
+    return (
+        f"{manifest['num_ranks']} ranks written to {run_dir.root}/workload "
+        f"(layers per stage {manifest['layers_per_stage']}, "
+        f"micro-batches per replica {manifest['micro_batches_per_replica']})"
+    )

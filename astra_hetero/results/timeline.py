@@ -26,9 +26,11 @@ COMPUTE_TID_BASE = 1
 COMM_TID_BASE = 1000
 
 
-def write_timeline(path: Path, result: RunResult, spans: Sequence[Span]) -> Path:
+def write_timeline(path: Path, result: RunResult, spans: Sequence[Span], note: str = "") -> Path:
     """Write the timeline of `result` to `path` atomically; without spans, one summary span per rank."""
     trace = build_trace(result, spans)
+    if note:
+        trace["otherData"]["note"] = note
     write_text_atomic(Path(path), json.dumps(trace, separators=(",", ":")) + "\n")
     return Path(path)
 

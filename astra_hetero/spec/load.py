@@ -25,7 +25,11 @@ def _field_path(loc: tuple[Any, ...]) -> str:
 
 
 def _is_union_label(part: str) -> bool:
-    return "[" in part or part.startswith(("function-", "tagged-union")) or part in {"str", "int", "float", "bool"}
+    return (
+        "[" in part
+        or part.startswith(("function-", "tagged-union"))
+        or part in {"str", "int", "float", "bool"}
+    )
 
 
 def _reason(error: dict[str, Any]) -> str:
@@ -115,8 +119,11 @@ def check_consistency(spec: Spec) -> None:
             "parallelism",
             f"tp·pp·dp = {par.tp}·{par.pp}·{par.dp} = {world} but the cluster has {cluster.num_gpus} GPUs",
         )
-    for field, value in (("num_heads", model.num_heads), ("num_kv_heads", model.num_kv_heads),
-                         ("ffn_size", model.ffn_size)):
+    for field, value in (
+        ("num_heads", model.num_heads),
+        ("num_kv_heads", model.num_kv_heads),
+        ("ffn_size", model.ffn_size),
+    ):
         if value % par.tp:
             raise SpecError("parallelism.tp", f"tp={par.tp} does not divide model.{field}={value}")
     if par.sequence_parallel and par.tp == 1:
@@ -148,22 +155,28 @@ def check_consistency(spec: Spec) -> None:
 
 def _check_mapping(spec: Spec) -> None:
     names = spec.cluster.group_names
-    for field, entries, expected in (("stages", spec.mapping.stages, spec.parallelism.pp),
-                                     ("replicas", spec.mapping.replicas, spec.parallelism.dp)):
+    for field, entries, expected in (
+        ("stages", spec.mapping.stages, spec.parallelism.pp),
+        ("replicas", spec.mapping.replicas, spec.parallelism.dp),
+    ):
         if entries is None:
             continue
         if len(entries) != expected:
             raise SpecError(f"mapping.{field}", f"has {len(entries)} entries, expected {expected}")
         for i, name in enumerate(entries):
             if name not in names:
-                raise SpecError(f"mapping.{field}[{i}]", f"unknown node group {name!r}; known: {', '.join(names)}")
+                raise SpecError(
+                    f"mapping.{field}[{i}]", f"unknown node group {name!r}; known: {', '.join(names)}"
+                )
 
 
 def _check_partition(spec: Spec, num_micro_batches: int) -> None:
     layers = spec.partition.layers
     if isinstance(layers, list):
         if len(layers) != spec.parallelism.pp:
-            raise SpecError("partition.layers", f"has {len(layers)} entries, expected pp={spec.parallelism.pp}")
+            raise SpecError(
+                "partition.layers", f"has {len(layers)} entries, expected pp={spec.parallelism.pp}"
+            )
         if sum(layers) != spec.model.num_layers:
             raise SpecError(
                 "partition.layers", f"sums to {sum(layers)} but the model has {spec.model.num_layers} layers"

@@ -60,9 +60,13 @@ class ModelSpec(Strict):
     @model_validator(mode="after")
     def _shape(self) -> ModelSpec:
         if self.hidden_size % self.num_heads:
-            raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of num_heads {self.num_heads}")
+            raise ValueError(
+                f"hidden_size {self.hidden_size} is not a multiple of num_heads {self.num_heads}"
+            )
         if self.num_heads % self.num_kv_heads:
-            raise ValueError(f"num_heads {self.num_heads} is not a multiple of num_kv_heads {self.num_kv_heads}")
+            raise ValueError(
+                f"num_heads {self.num_heads} is not a multiple of num_kv_heads {self.num_kv_heads}"
+            )
         return self
 
     @property
@@ -126,7 +130,8 @@ class NicSpec(Strict):
     gbps: PositiveFloat
     count: PositiveInt | None = Field(None, description="NICs per node; default one per GPU")
     latency_ns: Annotated[float, Field(ge=0)] = Field(
-        100.0, description="GPU-to-NIC hop; kept non-zero so no ns-3 link has zero delay")
+        100.0, description="GPU-to-NIC hop; kept non-zero so no ns-3 link has zero delay"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -247,7 +252,9 @@ class ParallelismSpec(Strict):
     recompute: Literal["none", "selective", "full"] = "none"
     distributed_optimizer: bool = False
     dp_bucket_mib: PositiveFloat = Field(25.0, description="gradient bucket size for overlapped DP sync")
-    grad_reduce_in_fp32: bool = Field(True, description="reduce gradients in FP32 (Megatron's default for BF16)")
+    grad_reduce_in_fp32: bool = Field(
+        True, description="reduce gradients in FP32 (Megatron's default for BF16)"
+    )
     allow_tp_across_nodes: bool = False
 
 

@@ -42,8 +42,14 @@ def fuse(steps: list[LayerStep], phase: str, cost: DeviceCostModel, x: Shape) ->
     def flush() -> None:
         if pending:
             label = pending[0].name if len(pending) == 1 else f"{pending[0].name}..{pending[-1].name}"
-            out.append(Segment(label, sum(o.flops for o in pending), sum(o.bytes for o in pending),
-                               sum(cost.time_ns(o, phase, x) for o in pending)))
+            out.append(
+                Segment(
+                    label,
+                    sum(o.flops for o in pending),
+                    sum(o.bytes for o in pending),
+                    sum(cost.time_ns(o, phase, x) for o in pending),
+                )
+            )
             pending.clear()
 
     for step in steps:

@@ -71,9 +71,18 @@ class Shape:
 
 
 def shape_of(model: ModelSpec, par: ParallelismSpec) -> Shape:
-    return Shape(b=par.micro_batch_size, s=model.seq_len, h=model.hidden_size, a=model.num_heads,
-                 kv=model.num_kv_heads, f=model.ffn_size, v=model.vocab_size, t=par.tp,
-                 sp=par.sequence_parallel, swiglu=model.activation == "swiglu")
+    return Shape(
+        b=par.micro_batch_size,
+        s=model.seq_len,
+        h=model.hidden_size,
+        a=model.num_heads,
+        kv=model.num_kv_heads,
+        f=model.ffn_size,
+        v=model.vocab_size,
+        t=par.tp,
+        sp=par.sequence_parallel,
+        swiglu=model.activation == "swiglu",
+    )
 
 
 def _gemm(name: str, m: float, k: float, n: float) -> Op:
@@ -98,12 +107,16 @@ def _attention_core(x: Shape) -> list[Op]:
 def _mlp(x: Shape) -> list[Op]:
     f = x.f / x.t
     if x.swiglu:
-        return [_gemm("mlp_gate_up", x.tokens, x.h, 2 * f),
-                _elementwise("swiglu", x.tokens * f, 4.0, 3),
-                _gemm("mlp_down", x.tokens, f, x.h)]
-    return [_gemm("mlp_up", x.tokens, x.h, f),
-            _elementwise("gelu", x.tokens * f, 8.0, 2),
-            _gemm("mlp_down", x.tokens, f, x.h)]
+        return [
+            _gemm("mlp_gate_up", x.tokens, x.h, 2 * f),
+            _elementwise("swiglu", x.tokens * f, 4.0, 3),
+            _gemm("mlp_down", x.tokens, f, x.h),
+        ]
+    return [
+        _gemm("mlp_up", x.tokens, x.h, f),
+        _elementwise("gelu", x.tokens * f, 8.0, 2),
+        _gemm("mlp_down", x.tokens, f, x.h),
+    ]
 
 
 def _tp_pair(x: Shape, before: bool) -> list[Collective]:
@@ -147,8 +160,11 @@ def layer_backward(x: Shape, recompute: str) -> list[LayerStep]:
         steps += [Op(f"recompute_{op.name}", op.flops, op.bytes) for op in _attention_core(x)]
     for step in reversed(layer_forward(x)):
         if isinstance(step, Collective):
-            mirrored = {"all_reduce": "all_reduce", "reduce_scatter": "all_gather",
-                        "all_gather": "reduce_scatter"}[step.kind]
+            mirrored = {
+                "all_reduce": "all_reduce",
+                "reduce_scatter": "all_gather",
+                "all_gather": "reduce_scatter",
+            }[step.kind]
             steps.append(Collective(mirrored, step.bytes))
         else:
             steps.append(_backward(step))
@@ -180,9 +196,11 @@ def embedding_backward(x: Shape) -> list[Op]:
 
 def head_forward(x: Shape) -> list[Op]:
     logits = x.tokens * x.v / x.t
-    return [_elementwise("final_norm", x.elementwise_tokens * x.h, 5.0, 2),
-            _gemm("lm_head", x.tokens, x.h, x.v / x.t),
-            _elementwise("cross_entropy", logits, 5.0, 2)]
+    return [
+        _elementwise("final_norm", x.elementwise_tokens * x.h, 5.0, 2),
+        _gemm("lm_head", x.tokens, x.h, x.v / x.t),
+        _elementwise("cross_entropy", logits, 5.0, 2),
+    ]
 
 
 def head_backward(x: Shape) -> list[Op]:
@@ -225,8 +243,13 @@ class CalibrationRow:
     seq_len: int | None
 
     def matches(self, gpu: str, op: str, x: Shape) -> bool:
-        return (self.gpu == gpu and self.op == op and self.tp in (None, x.t)
-                and self.micro_batch_size in (None, x.b) and self.seq_len in (None, x.s))
+        return (
+            self.gpu == gpu
+            and self.op == op
+            and self.tp in (None, x.t)
+            and self.micro_batch_size in (None, x.b)
+            and self.seq_len in (None, x.s)
+        )
 
     @property
     def specificity(self) -> int:
@@ -250,8 +273,10 @@ def load_calibration(path: str | Path) -> list[CalibrationRow]:
                 time_us = float(raw["time_us"])
                 if time_us < 0:
                     raise ValueError("negative time")
-                optional = {k: int(raw[k]) if raw.get(k) not in (None, "") else None
-                            for k in ("tp", "micro_batch_size", "seq_len")}
+                optional = {
+                    k: int(raw[k]) if raw.get(k) not in (None, "") else None
+                    for k in ("tp", "micro_batch_size", "seq_len")
+                }
             except ValueError as exc:
                 raise SpecError("calibration", f"{path}:{line}: {exc}") from None
             rows.append(CalibrationRow(raw["gpu"].strip(), raw["op"].strip(), time_us * 1e3, **optional))

@@ -92,7 +92,9 @@ class ClassEncoder:
 
     def __post_init__(self) -> None:
         durations = iter(microsecond_durations(self.graph))
-        self._fixed = [encode_compute(n, next(durations)) if n.kind == K_COMP else None for n in self.graph.nodes]
+        self._fixed = [
+            encode_compute(n, next(durations)) if n.kind == K_COMP else None for n in self.graph.nodes
+        ]
 
     def encode(self, binding: RankBinding) -> bytes:
         records = [metadata_record()]

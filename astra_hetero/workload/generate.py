@@ -63,8 +63,13 @@ def plan_workload(spec: Spec) -> WorkloadPlan:
         costs.setdefault(device.gpu_type, DeviceCostModel(device.spec.gpu, calibration))
     total_mb = spec.parallelism.global_batch_size // spec.parallelism.micro_batch_size
     most_mb = total_mb - (spec.parallelism.dp - 1)  # a replica's share can be no larger
-    partition = build_partition(spec, layout, x, lambda rank: costs[layout.devices[rank].gpu_type],
-                                lambda stage: max_layers_that_fit(spec, layout, stage, most_mb))
+    partition = build_partition(
+        spec,
+        layout,
+        x,
+        lambda rank: costs[layout.devices[rank].gpu_type],
+        lambda stage: max_layers_that_fit(spec, layout, stage, most_mb),
+    )
     check_memory(spec, layout, partition)
     groups = _comm_groups(spec, layout)
     blocks = {key: device_blocks(cost, x, spec.parallelism.recompute) for key, cost in costs.items()}
@@ -86,12 +91,21 @@ def _comm_groups(spec: Spec, layout: Layout) -> list[CommGroup]:
             add("tp", list(layout.cells[stage][replica]), stage=stage, replica=replica)
     for stage in range(par.pp):
         for tp_index in range(par.tp):
-            add("dp", [layout.rank_of(stage, r, tp_index) for r in range(par.dp)], stage=stage, tp_index=tp_index)
+            add(
+                "dp",
+                [layout.rank_of(stage, r, tp_index) for r in range(par.dp)],
+                stage=stage,
+                tp_index=tp_index,
+            )
     if spec.model.tied_embeddings and par.pp > 1:
         for replica in range(par.dp):
             for tp_index in range(par.tp):
-                add("embedding", [layout.rank_of(0, replica, tp_index), layout.rank_of(par.pp - 1, replica, tp_index)],
-                    replica=replica, tp_index=tp_index)
+                add(
+                    "embedding",
+                    [layout.rank_of(0, replica, tp_index), layout.rank_of(par.pp - 1, replica, tp_index)],
+                    replica=replica,
+                    tp_index=tp_index,
+                )
     return groups
 
 
@@ -105,11 +119,17 @@ def _binding(spec: Spec, layout: Layout, groups: list[CommGroup], rank: int) -> 
     return RankBinding(rank, {g.kind: g.id for g in groups if rank in g.ranks}, peers)
 
 
-def _context(spec: Spec, layout: Layout, partition: Partition, groups: list[CommGroup],
-             blocks: dict[str, DeviceBlocks], rank: int) -> RankContext:
+def _context(
+    spec: Spec,
+    layout: Layout,
+    partition: Partition,
+    groups: list[CommGroup],
+    blocks: dict[str, DeviceBlocks],
+    rank: int,
+) -> RankContext:
     par, model = spec.parallelism, spec.model
     place = layout.placements[rank]
-    stage, replica, tp_index = place.stage, place.replica, place.tp_index
+    stage, replica = place.stage, place.replica
     first, end = partition.layer_range(stage)
     counts = parameter_counts(model)
     grad_width = 4 if par.grad_reduce_in_fp32 else BYTES_BF16
@@ -117,17 +137,24 @@ def _context(spec: Spec, layout: Layout, partition: Partition, groups: list[Comm
     if stage == 0:
         extra_params += counts.embedding
     if stage == par.pp - 1:
-        extra_params += counts.head + counts.final_norm + (counts.embedding if model.tied_embeddings and par.pp > 1
-                                                           else 0)
+        extra_params += (
+            counts.head
+            + counts.final_norm
+            + (counts.embedding if model.tied_embeddings and par.pp > 1 else 0)
+        )
     params = ((end - first) * counts.per_layer + extra_params) / par.tp
     tokens = par.micro_batch_size * model.seq_len
     roles = {g.kind for g in groups if rank in g.ranks}
     return RankContext(
-        stage=stage, num_stages=par.pp,
+        stage=stage,
+        num_stages=par.pp,
         num_micro_batches=partition.micro_batches_per_replica[replica],
-        first_layer=first, num_layers=end - first,
+        first_layer=first,
+        num_layers=end - first,
         blocks=blocks[layout.devices[rank].gpu_type],
-        has_tp_group="tp" in roles, has_dp_group="dp" in roles, has_embedding_group="embedding" in roles,
+        has_tp_group="tp" in roles,
+        has_dp_group="dp" in roles,
+        has_embedding_group="embedding" in roles,
         # Megatron splits the boundary tensor across the TP ranks (scatter/gather optimisation).
         activation_bytes=int(BYTES_BF16 * tokens * model.hidden_size / par.tp),
         grad_bucket_bytes=par.dp_bucket_mib * 1024**2,
@@ -154,8 +181,10 @@ def encoded_traces(plan: WorkloadPlan, progress: Progress | None = None) -> Iter
         if ctx not in classes:
             graph = class_graph(plan, ctx)
             classes[ctx] = (ClassEncoder(graph), summarize(graph))
-    check_bound([(b, classes[c][1]) for b, c in zip(plan.bindings, plan.contexts, strict=True)],
-                {g.id: g.ranks for g in plan.groups})
+    check_bound(
+        [(b, classes[c][1]) for b, c in zip(plan.bindings, plan.contexts, strict=True)],
+        {g.id: g.ranks for g in plan.groups},
+    )
     for binding, ctx in zip(plan.bindings, plan.contexts, strict=True):
         yield binding.rank, classes[ctx][0].encode(binding)
         if progress:
@@ -167,13 +196,32 @@ def manifest(plan: WorkloadPlan) -> dict[str, Any]:
     ranks = []
     for device, place in zip(layout.devices, layout.placements, strict=True):
         first, end = partition.layer_range(place.stage)
-        ranks.append({"rank": device.rank, "node": device.node, "node_group": device.group_name,
-                      "gpu": device.gpu_type, "local_gpu": device.local_gpu, "stage": place.stage,
-                      "replica": place.replica, "tp_index": place.tp_index, "layers": [first, end],
-                      "num_micro_batches": partition.micro_batches_per_replica[place.replica]})
-    groups = {g.id: {"kind": g.kind, "ranks": list(g.ranks),
-                     **{k: v for k, v in (("stage", g.stage), ("replica", g.replica), ("tp_index", g.tp_index))
-                        if v is not None}} for g in plan.groups}
+        ranks.append(
+            {
+                "rank": device.rank,
+                "node": device.node,
+                "node_group": device.group_name,
+                "gpu": device.gpu_type,
+                "local_gpu": device.local_gpu,
+                "stage": place.stage,
+                "replica": place.replica,
+                "tp_index": place.tp_index,
+                "layers": [first, end],
+                "num_micro_batches": partition.micro_batches_per_replica[place.replica],
+            }
+        )
+    groups = {
+        g.id: {
+            "kind": g.kind,
+            "ranks": list(g.ranks),
+            **{
+                k: v
+                for k, v in (("stage", g.stage), ("replica", g.replica), ("tp_index", g.tp_index))
+                if v is not None
+            },
+        }
+        for g in plan.groups
+    }
     return {
         "format": "astra-hetero/manifest@1",
         "name": spec.name,

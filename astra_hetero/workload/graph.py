@@ -20,8 +20,20 @@ COMP, COLL, SEND, RECV = "comp", "coll", "send", "recv"
 
 
 class TraceNode:
-    __slots__ = ("id", "name", "kind", "data_deps", "ctrl_deps", "time_ns", "flops", "bytes",
-                 "comm_type", "group", "peer", "tag")
+    __slots__ = (
+        "id",
+        "name",
+        "kind",
+        "data_deps",
+        "ctrl_deps",
+        "time_ns",
+        "flops",
+        "bytes",
+        "comm_type",
+        "group",
+        "peer",
+        "tag",
+    )
 
     def __init__(self, node_id: int, name: str, kind: str, data_deps: list[int], ctrl_deps: list[int]):
         self.id = node_id
@@ -73,7 +85,9 @@ class RankGraph:
     nodes: list[TraceNode] = field(default_factory=list)
     last_compute: int = -1
 
-    def add(self, name: str, kind: str, data_deps: list[int], ctrl_deps: list[int] | None = None) -> TraceNode:
+    def add(
+        self, name: str, kind: str, data_deps: list[int], ctrl_deps: list[int] | None = None
+    ) -> TraceNode:
         node = TraceNode(len(self.nodes), name, kind, data_deps, ctrl_deps or [])
         self.nodes.append(node)
         return node
@@ -95,16 +109,47 @@ class RankGraph:
         node.peer, node.tag, node.bytes = peer, tag, int(size)
         return node.id
 
-    def run_block(self, prefix: str, block: Block, deps: list[int], with_tp: bool) -> list[int]:
-        """Emit a block; returns the ids the next block must wait on."""
+
+class _Pass:
+    """Emits one forward or backward pass, fusing compute segments across block boundaries.
+
+    A compute node ends only where something must wait on it (a collective, a gradient bucket, the
+    end of the pass), so e.g. one layer's closing residual joins the next layer's first norm.
+    """
+
+    def __init__(self, graph: RankGraph, deps: list[int], with_tp: bool) -> None:
+        self.graph, self.deps, self.with_tp = graph, deps, with_tp
+        self.pending: list[tuple[str, Segment]] = []
+
+    def block(self, prefix: str, block: Block) -> None:
         for index, item in enumerate(block):
             if isinstance(item, Collective):
-                if not with_tp:
-                    continue
-                deps = [self.collective(f"{prefix}.{item.kind}{index}", item.kind, item.bytes, "tp", deps)]
+                if self.with_tp:
+                    self.flush()
+                    self.deps = [
+                        self.graph.collective(
+                            f"{prefix}.{item.kind}{index}", item.kind, item.bytes, "tp", self.deps
+                        )
+                    ]
             else:
-                deps = [self.compute(f"{prefix}.{item.label}", item, deps)]
-        return deps
+                self.pending.append((prefix, item))
+
+    def flush(self) -> list[int]:
+        if self.pending:
+            (first_prefix, first), (last_prefix, last) = self.pending[0], self.pending[-1]
+            name = f"{first_prefix}.{first.label}"
+            if len(self.pending) > 1:
+                name += f"..{last_prefix.rsplit('.', 1)[-1]}.{last.label}"
+            segments = [s for _, s in self.pending]
+            merged = Segment(
+                name,
+                sum(s.flops for s in segments),
+                sum(s.bytes for s in segments),
+                sum(s.time_ns for s in segments),
+            )
+            self.deps = [self.graph.compute(name, merged, self.deps)]
+            self.pending = []
+        return self.deps
 
 
 def build_rank_graph(ctx: RankContext, steps: list[tuple[str, int]]) -> RankGraph:
@@ -130,35 +175,42 @@ def _forward(graph: RankGraph, ctx: RankContext, mb: int) -> None:
     first, last = ctx.stage == 0, ctx.stage == ctx.num_stages - 1
     deps = [] if first else _recv(graph, ctx, "prev", ctx.stage - 1, mb, backward=False)
     prefix = f"F.mb{mb}"
-    tp = ctx.has_tp_group
+    run = _Pass(graph, deps, ctx.has_tp_group)
     if first:
-        deps = graph.run_block(f"{prefix}.embed", ctx.blocks.embedding_fwd, deps, tp)
+        run.block(f"{prefix}.embed", ctx.blocks.embedding_fwd)
     for layer in range(ctx.first_layer, ctx.first_layer + ctx.num_layers):
-        deps = graph.run_block(f"{prefix}.L{layer}", ctx.blocks.layer_fwd, deps, tp)
+        run.block(f"{prefix}.L{layer}", ctx.blocks.layer_fwd)
     if last:
-        graph.run_block(f"{prefix}.head", ctx.blocks.head_fwd, deps, tp)
-    else:
-        graph.p2p(f"{prefix}.send_act", SEND, "next", p2p_tag(ctx.stage, mb, False),
-                  ctx.activation_bytes, deps)
+        run.block(f"{prefix}.head", ctx.blocks.head_fwd)
+    deps = run.flush()
+    if not last:
+        graph.p2p(
+            f"{prefix}.send_act", SEND, "next", p2p_tag(ctx.stage, mb, False), ctx.activation_bytes, deps
+        )
 
 
 def _backward(graph: RankGraph, ctx: RankContext, mb: int, buckets: _GradientBuckets | None) -> None:
-    first, last, tp = ctx.stage == 0, ctx.stage == ctx.num_stages - 1, ctx.has_tp_group
+    first, last = ctx.stage == 0, ctx.stage == ctx.num_stages - 1
     deps = [] if last else _recv(graph, ctx, "next", ctx.stage, mb, backward=True)
     prefix = f"B.mb{mb}"
+    run = _Pass(graph, deps, ctx.has_tp_group)
     if last:
-        deps = graph.run_block(f"{prefix}.head", ctx.blocks.head_bwd, deps, tp)
+        run.block(f"{prefix}.head", ctx.blocks.head_bwd)
     for layer in reversed(range(ctx.first_layer, ctx.first_layer + ctx.num_layers)):
         if ctx.full_recompute:
-            deps = graph.run_block(f"{prefix}.L{layer}.recompute", ctx.blocks.layer_fwd, deps, tp)
-        deps = graph.run_block(f"{prefix}.L{layer}", ctx.blocks.layer_bwd, deps, tp)
+            run.block(f"{prefix}.L{layer}.recompute", ctx.blocks.layer_fwd)
+        run.block(f"{prefix}.L{layer}", ctx.blocks.layer_bwd)
+        if buckets is not None and buckets.fills(ctx.layer_grad_bytes):
+            run.flush()  # the bucket's sync waits on exactly this layer's gradients
         if buckets is not None:
             buckets.add(ctx.layer_grad_bytes, f"L{layer}")
     if first:
-        deps = graph.run_block(f"{prefix}.embed", ctx.blocks.embedding_bwd, deps, tp)
+        run.block(f"{prefix}.embed", ctx.blocks.embedding_bwd)
+    deps = run.flush()
     if not first:
-        graph.p2p(f"{prefix}.send_grad", SEND, "prev", p2p_tag(ctx.stage - 1, mb, True),
-                  ctx.activation_bytes, deps)
+        graph.p2p(
+            f"{prefix}.send_grad", SEND, "prev", p2p_tag(ctx.stage - 1, mb, True), ctx.activation_bytes, deps
+        )
 
 
 class _GradientBuckets:
@@ -168,6 +220,9 @@ class _GradientBuckets:
         self.graph, self.ctx = graph, ctx
         self.pending = 0.0
         self.issued: list[tuple[int, float]] = []  # (node id, gradient bytes)
+
+    def fills(self, grad_bytes: float) -> bool:
+        return self.ctx.has_dp_group and self.pending + grad_bytes >= self.ctx.grad_bucket_bytes
 
     def add(self, grad_bytes: float, label: str) -> None:
         self.pending += grad_bytes
@@ -179,8 +234,9 @@ class _GradientBuckets:
             self.pending = 0.0
             return
         kind = "reduce_scatter" if self.ctx.distributed_optimizer else "all_reduce"
-        node = self.graph.collective(f"dp.grad_{kind}.{label}", kind, int(self.pending), "dp",
-                                     [self.graph.last_compute])
+        node = self.graph.collective(
+            f"dp.grad_{kind}.{label}", kind, int(self.pending), "dp", [self.graph.last_compute]
+        )
         self.issued.append((node, self.pending))
         self.pending = 0.0
 
@@ -190,14 +246,29 @@ def _finish_iteration(graph: RankGraph, ctx: RankContext, buckets: _GradientBuck
     buckets.flush("tail")
     waits = [node for node, _ in buckets.issued]
     if ctx.has_embedding_group:
-        waits.append(graph.collective("embedding.grad_all_reduce", "all_reduce", ctx.embedding_grad_bytes,
-                                      "embedding", [graph.last_compute]))
+        waits.append(
+            graph.collective(
+                "embedding.grad_all_reduce",
+                "all_reduce",
+                ctx.embedding_grad_bytes,
+                "embedding",
+                [graph.last_compute],
+            )
+        )
     share = 1 / ctx.optimizer_shards
-    step = Segment("optimizer_step", 10.0 * ctx.params_on_rank * share, 30.0 * ctx.params_on_rank * share,
-                   ctx.blocks.optimizer_step_ns_per_param * ctx.params_on_rank * share)
+    step = Segment(
+        "optimizer_step",
+        10.0 * ctx.params_on_rank * share,
+        30.0 * ctx.params_on_rank * share,
+        ctx.blocks.optimizer_step_ns_per_param * ctx.params_on_rank * share,
+    )
     last = graph.compute("optimizer.step", step, waits)
     if ctx.distributed_optimizer and ctx.has_dp_group:
         for node, grad_bytes in buckets.issued:
-            graph.collective(f"dp.param_all_gather.{graph.nodes[node].name.rsplit('.', 1)[-1]}", "all_gather",
-                             int(grad_bytes * ctx.param_bytes_per_grad_byte), "dp", [last])
-
+            graph.collective(
+                f"dp.param_all_gather.{graph.nodes[node].name.rsplit('.', 1)[-1]}",
+                "all_gather",
+                int(grad_bytes * ctx.param_bytes_per_grad_byte),
+                "dp",
+                [last],
+            )

@@ -35,7 +35,9 @@ def summarize(graph: RankGraph) -> ClassSummary:
             raise WorkloadInvariantError(f"node {node.name} has id {node.id} at position {index}")
         for dep in (*node.data_deps, *node.ctrl_deps):
             if not 0 <= dep < node.id:
-                raise WorkloadInvariantError(f"node {node.id} ({node.name}) depends on {dep}, not an earlier node")
+                raise WorkloadInvariantError(
+                    f"node {node.id} ({node.name}) depends on {dep}, not an earlier node"
+                )
         if node.kind == SEND:
             sends.append((node.peer, node.tag, node.bytes))
         elif node.kind == RECV:
@@ -62,19 +64,25 @@ def _check_point_to_point(ranks: list[tuple[RankBinding, ClassSummary]]) -> None
         if sent.get(key) != received.get(key) or len(sent[key]) != 1:
             src, dst, tag = key
             raise WorkloadInvariantError(
-                f"send/recv mismatch {src}->{dst} tag {tag}: sends {sent.get(key)}, recvs {received.get(key)}")
+                f"send/recv mismatch {src}->{dst} tag {tag}: sends {sent.get(key)}, recvs {received.get(key)}"
+            )
 
 
-def _check_collectives(ranks: list[tuple[RankBinding, ClassSummary]], groups: dict[str, tuple[int, ...]]) -> None:
+def _check_collectives(
+    ranks: list[tuple[RankBinding, ClassSummary]], groups: dict[str, tuple[int, ...]]
+) -> None:
     issued: dict[str, dict[int, tuple[tuple[str, int], ...]]] = defaultdict(dict)
     for binding, summary in ranks:
         for role, sequence in summary.collectives.items():
             group = binding.groups.get(role, "")
             if group not in groups or binding.rank not in groups[group]:
-                raise WorkloadInvariantError(f"rank {binding.rank} issues a {role} collective on group {group!r} "
-                                             "it is not a member of")
+                raise WorkloadInvariantError(
+                    f"rank {binding.rank} issues a {role} collective on group {group!r} it is not a member of"
+                )
             issued[group][binding.rank] = sequence
     for group, members in groups.items():
         sequences = [issued[group].get(r, ()) for r in members]
         if any(seq != sequences[0] for seq in sequences[1:]):
-            raise WorkloadInvariantError(f"members of comm group {group} {list(members)} issue different collectives")
+            raise WorkloadInvariantError(
+                f"members of comm group {group} {list(members)} issue different collectives"
+            )

@@ -67,8 +67,11 @@ def build_layout(spec: Spec) -> Layout:
             key, field = pool_for(stage, replica)
             pool, start = pools[key], cursor[key]
             if start + par.tp > len(pool):
-                raise SpecError(field, f"node group {key!r} has {len(pool)} GPUs, too few for the cells "
-                                       f"mapped to it ({par.tp} GPUs each)")
+                raise SpecError(
+                    field,
+                    f"node group {key!r} has {len(pool)} GPUs, too few for the cells "
+                    f"mapped to it ({par.tp} GPUs each)",
+                )
             cell = pool[start : start + par.tp]
             cursor[key] = start + par.tp
             _check_cell(cell, stage, replica, par.allow_tp_across_nodes)
@@ -78,18 +81,33 @@ def build_layout(spec: Spec) -> Layout:
         cells.append(row)
     if any(p is None for p in placements):
         idle = sorted({d.group_name for d, p in zip(devices, placements, strict=True) if p is None})
-        raise SpecError("mapping", f"GPUs of node group(s) {', '.join(idle)} are not mapped to any "
-                                   "stage or replica; tp·pp·dp must use every GPU")
-    return Layout(par.tp, par.pp, par.dp, tuple(devices), tuple(placements),  # type: ignore[arg-type]
-                  tuple(tuple(r) for r in cells))
+        raise SpecError(
+            "mapping",
+            f"GPUs of node group(s) {', '.join(idle)} are not mapped to any "
+            "stage or replica; tp·pp·dp must use every GPU",
+        )
+    return Layout(
+        par.tp,
+        par.pp,
+        par.dp,
+        tuple(devices),
+        tuple(placements),  # type: ignore[arg-type]
+        tuple(tuple(r) for r in cells),
+    )
 
 
 def _check_cell(cell: list[Device], stage: int, replica: int, allow_across_nodes: bool) -> None:
     types = sorted({d.gpu_type for d in cell})
     if len(types) > 1:
-        raise SpecError("mapping", f"the TP group of stage {stage}, replica {replica} spans GPU types "
-                                   f"{' and '.join(types)}; a TP group must use one GPU type")
+        raise SpecError(
+            "mapping",
+            f"the TP group of stage {stage}, replica {replica} spans GPU types "
+            f"{' and '.join(types)}; a TP group must use one GPU type",
+        )
     nodes = {d.node for d in cell}
     if len(nodes) > 1 and not allow_across_nodes:
-        raise SpecError("mapping", f"the TP group of stage {stage}, replica {replica} spans nodes "
-                                   f"{sorted(nodes)}; set parallelism.allow_tp_across_nodes to permit it")
+        raise SpecError(
+            "mapping",
+            f"the TP group of stage {stage}, replica {replica} spans nodes "
+            f"{sorted(nodes)}; set parallelism.allow_tp_across_nodes to permit it",
+        )

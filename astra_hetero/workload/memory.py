@@ -35,9 +35,11 @@ class MemoryEstimate:
 
     def describe(self) -> str:
         gib = BYTES_PER_GIB
-        return (f"weights {self.weights / gib:.1f} + gradients {self.gradients / gib:.1f} + optimizer "
-                f"{self.optimizer / gib:.1f} + activations {self.activations / gib:.1f} + reserve "
-                f"{RESERVED_BYTES / gib:.0f} = {self.total / gib:.1f} GiB")
+        return (
+            f"weights {self.weights / gib:.1f} + gradients {self.gradients / gib:.1f} + optimizer "
+            f"{self.optimizer / gib:.1f} + activations {self.activations / gib:.1f} + reserve "
+            f"{RESERVED_BYTES / gib:.0f} = {self.total / gib:.1f} GiB"
+        )
 
 
 def activation_bytes_per_layer(spec: Spec) -> float:
@@ -69,19 +71,27 @@ def estimate(spec: Spec, stage: int, num_layers: int, num_micro_batches: int) ->
     if stage == 0:
         params += counts.embedding
     if stage == par.pp - 1:
-        params += counts.head + counts.final_norm + (counts.embedding if model.tied_embeddings and par.pp > 1
-                                                     else 0)
+        params += (
+            counts.head
+            + counts.final_norm
+            + (counts.embedding if model.tied_embeddings and par.pp > 1 else 0)
+        )
     params /= par.tp
     optimizer_share = 1 / par.dp if par.distributed_optimizer else 1.0
-    activations = activation_bytes_per_layer(spec) * num_layers * in_flight_micro_batches(
-        spec, stage, num_micro_batches)
+    activations = (
+        activation_bytes_per_layer(spec)
+        * num_layers
+        * in_flight_micro_batches(spec, stage, num_micro_batches)
+    )
     if par.recompute == "full":  # one layer's full activations live during its backward
-        activations += activation_bytes_per_layer(spec.model_copy(update={
-            "parallelism": par.model_copy(update={"recompute": "none"})}))
+        activations += activation_bytes_per_layer(
+            spec.model_copy(update={"parallelism": par.model_copy(update={"recompute": "none"})})
+        )
     if stage == par.pp - 1:  # logits in BF16 plus FP32 softmax for the loss
         activations += par.micro_batch_size * model.seq_len * model.vocab_size / par.tp * 6
-    return MemoryEstimate(params * WEIGHT_BYTES, params * GRAD_BYTES,
-                          params * OPTIMIZER_BYTES * optimizer_share, activations)
+    return MemoryEstimate(
+        params * WEIGHT_BYTES, params * GRAD_BYTES, params * OPTIMIZER_BYTES * optimizer_share, activations
+    )
 
 
 def check_memory(spec: Spec, layout: Layout, partition: Partition) -> None:
@@ -89,8 +99,9 @@ def check_memory(spec: Spec, layout: Layout, partition: Partition) -> None:
     for stage in range(spec.parallelism.pp):
         for replica in range(spec.parallelism.dp):
             device = layout.devices[layout.rank_of(stage, replica, 0)]
-            need = estimate(spec, stage, partition.layers_per_stage[stage],
-                            partition.micro_batches_per_replica[replica])
+            need = estimate(
+                spec, stage, partition.layers_per_stage[stage], partition.micro_batches_per_replica[replica]
+            )
             capacity = device.spec.gpu.memory_gib * BYTES_PER_GIB
             if need.total > capacity:
                 raise InfeasiblePlan(
@@ -104,8 +115,13 @@ def check_memory(spec: Spec, layout: Layout, partition: Partition) -> None:
 
 def max_layers_that_fit(spec: Spec, layout: Layout, stage: int, max_micro_batches: int) -> int:
     """The most layers `stage` can hold on every device that serves it (0 if not even one fits)."""
-    capacity = min(layout.devices[layout.rank_of(stage, r, 0)].spec.gpu.memory_gib
-                   for r in range(spec.parallelism.dp)) * BYTES_PER_GIB
+    capacity = (
+        min(
+            layout.devices[layout.rank_of(stage, r, 0)].spec.gpu.memory_gib
+            for r in range(spec.parallelism.dp)
+        )
+        * BYTES_PER_GIB
+    )
     fitting = 0
     for layers in range(1, spec.model.num_layers + 1):
         if estimate(spec, stage, layers, max_micro_batches).total > capacity:

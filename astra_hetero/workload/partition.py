@@ -43,21 +43,28 @@ def ops_time_ns(cost: DeviceCostModel, ops: Sequence[Op | Collective], phase: st
 
 def stage_costs(cost: DeviceCostModel, x: Shape, recompute: str, stage: int, pp: int) -> tuple[float, float]:
     """(time per layer, fixed extra time) for one micro-batch, forward plus backward, on one device."""
-    per_layer = ops_time_ns(cost, layer_forward(x), "fwd", x) + ops_time_ns(cost, layer_backward(x, recompute),
-                                                                          "bwd", x)
+    per_layer = ops_time_ns(cost, layer_forward(x), "fwd", x) + ops_time_ns(
+        cost, layer_backward(x, recompute), "bwd", x
+    )
     if recompute == "full":
         per_layer += ops_time_ns(cost, layer_forward(x), "fwd", x)
     extra = 0.0
     if stage == 0:
-        extra += ops_time_ns(cost, embedding_forward(x), "fwd", x) + ops_time_ns(cost, embedding_backward(x),
-                                                                              "bwd", x)
+        extra += ops_time_ns(cost, embedding_forward(x), "fwd", x) + ops_time_ns(
+            cost, embedding_backward(x), "bwd", x
+        )
     if stage == pp - 1:
         extra += ops_time_ns(cost, head_forward(x), "fwd", x) + ops_time_ns(cost, head_backward(x), "bwd", x)
     return per_layer, extra
 
 
-def greedy_min_max(total: int, unit_cost: Sequence[float], fixed: Sequence[float],
-                   offset: Sequence[float] | None = None, cap: Sequence[int] | None = None) -> list[int] | None:
+def greedy_min_max(
+    total: int,
+    unit_cost: Sequence[float],
+    fixed: Sequence[float],
+    offset: Sequence[float] | None = None,
+    cap: Sequence[int] | None = None,
+) -> list[int] | None:
     """Integers 1 ≤ n_i ≤ cap_i summing to `total` that minimise max_i (n_i + offset_i)·unit_i + fixed_i.
 
     Returns None when the caps cannot hold `total`.
@@ -88,14 +95,24 @@ def even_split(total: int, parts: int) -> list[int]:
     return counts
 
 
-def build_partition(spec: Spec, layout: Layout, x: Shape, cost_for: Callable[[int], DeviceCostModel],
-                    max_layers: Callable[[int], int] | None = None) -> Partition:
+def build_partition(
+    spec: Spec,
+    layout: Layout,
+    x: Shape,
+    cost_for: Callable[[int], DeviceCostModel],
+    max_layers: Callable[[int], int] | None = None,
+) -> Partition:
     """`cost_for(rank)` gives the cost model of the GPU at that rank; `max_layers(stage)` the most
     layers that fit in the memory of every device serving that stage (auto never exceeds it)."""
     par, model = spec.parallelism, spec.model
     per_stage = [
-        max((stage_costs(cost_for(layout.rank_of(s, r, 0)), x, par.recompute, s, par.pp)
-             for r in range(par.dp)), key=lambda c: c[0] + c[1])
+        max(
+            (
+                stage_costs(cost_for(layout.rank_of(s, r, 0)), x, par.recompute, s, par.pp)
+                for r in range(par.dp)
+            ),
+            key=lambda c: c[0] + c[1],
+        )
         for s in range(par.pp)
     ]
     layers_spec = spec.partition.layers
@@ -103,11 +120,15 @@ def build_partition(spec: Spec, layout: Layout, x: Shape, cost_for: Callable[[in
         layers = list(layers_spec)
     elif layers_spec == "auto":
         caps = [max_layers(s) for s in range(par.pp)] if max_layers else None
-        balanced = greedy_min_max(model.num_layers, [c[0] for c in per_stage], [c[1] for c in per_stage],
-                                  cap=caps)
+        balanced = greedy_min_max(
+            model.num_layers, [c[0] for c in per_stage], [c[1] for c in per_stage], cap=caps
+        )
         if balanced is None:
-            raise InfeasiblePlan("partition.layers", f"no split of {model.num_layers} layers over {par.pp} "
-                                 f"stages fits in device memory (at most {caps} layers per stage)")
+            raise InfeasiblePlan(
+                "partition.layers",
+                f"no split of {model.num_layers} layers over {par.pp} "
+                f"stages fits in device memory (at most {caps} layers per stage)",
+            )
         layers = balanced
     else:
         layers = even_split(model.num_layers, par.pp)
@@ -119,9 +140,17 @@ def build_partition(spec: Spec, layout: Layout, x: Shape, cost_for: Callable[[in
     elif batches_spec == "auto":
         bottleneck = []
         for r in range(par.dp):
-            stage_times = [n * pl + ex for n, (pl, ex) in zip(
-                layers, (stage_costs(cost_for(layout.rank_of(s, r, 0)), x, par.recompute, s, par.pp)
-                         for s in range(par.pp)), strict=True)]
+            stage_times = [
+                n * pl + ex
+                for n, (pl, ex) in zip(
+                    layers,
+                    (
+                        stage_costs(cost_for(layout.rank_of(s, r, 0)), x, par.recompute, s, par.pp)
+                        for s in range(par.pp)
+                    ),
+                    strict=True,
+                )
+            ]
             bottleneck.append(max(stage_times))
         batches = greedy_min_max(total_mb, bottleneck, [0.0] * par.dp, [par.pp - 1] * par.dp) or []
     else:

@@ -16,7 +16,8 @@ def gpipe(stage: int, num_stages: int, num_micro_batches: int) -> list[Step]:
     """All forwards, then all backwards (in reverse micro-batch order, as GPipe flushes)."""
     del stage, num_stages
     return [("F", i) for i in range(num_micro_batches)] + [
-        ("B", i) for i in reversed(range(num_micro_batches))]
+        ("B", i) for i in reversed(range(num_micro_batches))
+    ]
 
 
 def one_f_one_b(stage: int, num_stages: int, num_micro_batches: int) -> list[Step]:

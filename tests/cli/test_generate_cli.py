@@ -23,7 +23,8 @@ def test_generate_writes_traces_groups_manifest_and_spec(tmp_path, capsys):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["num_ranks"] == 16
     assert sorted(p.name for p in (out / "workload").iterdir()) == sorted(
-        ["comm_groups.json", *(f"workload.{r}.et" for r in range(16))])
+        ["comm_groups.json", *(f"workload.{r}.et" for r in range(16))]
+    )
     assert (out / "spec.yaml").is_file()
     assert "16 ranks" in capsys.readouterr().out
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".run.staging")]

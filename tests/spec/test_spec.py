@@ -38,7 +38,11 @@ def test_preset_fields_can_be_overridden():
 
 def test_compute_multiplier_scales_a_reference_gpu():
     data = make_spec_data()
-    data["cluster"]["node_groups"][1]["gpu"] = {"preset": "h100-sxm", "name": "half-h100", "compute_multiplier": 0.5}
+    data["cluster"]["node_groups"][1]["gpu"] = {
+        "preset": "h100-sxm",
+        "name": "half-h100",
+        "compute_multiplier": 0.5,
+    }
     spec = parse_spec(data)
     full, half = (g.gpu for g in spec.cluster.node_groups)
     assert half.effective_flops_per_ns == pytest.approx(full.effective_flops_per_ns / 2)
@@ -58,28 +62,54 @@ def with_group(index, **changes):
 
 BAD_SPECS = {
     "wrong product": (with_parallelism(dp=2), "parallelism", "16 GPUs"),
-    "missing field": ({k: v for k, v in make_spec_data().items() if k != "parallelism"}, "parallelism",
-                      "required"),
+    "missing field": (
+        {k: v for k, v in make_spec_data().items() if k != "parallelism"},
+        "parallelism",
+        "required",
+    ),
     "unknown model preset": (make_spec_data(model="gpt-5"), "model", "unknown model preset"),
     "unknown gpu preset": (with_group(0, gpu="tpu-v9"), "cluster.node_groups[0].gpu", "unknown gpu preset"),
-    "unknown fabric": (with_group(1, intra_node_fabric="warp-drive"), "cluster.node_groups[1].intra_node_fabric",
-                       "unknown intra_node_fabric preset"),
+    "unknown fabric": (
+        with_group(1, intra_node_fabric="warp-drive"),
+        "cluster.node_groups[1].intra_node_fabric",
+        "unknown intra_node_fabric preset",
+    ),
     "negative count": (with_group(0, count=-2), "cluster.node_groups[0].count", "greater than 0"),
     "zero gpus": (with_group(0, gpus_per_node=0), "cluster.node_groups[0].gpus_per_node", "greater than 0"),
     "unknown key": (with_parallelism(pipeline_parallel=4), "parallelism.pipeline_parallel", "unknown field"),
-    "tp does not divide heads": (make_spec_data(model={**make_spec_data()["model"], "num_heads": 15,
-                                                      "hidden_size": 1020, "num_kv_heads": 15}),
-                                 "parallelism.tp", "does not divide"),
-    "tp spans nodes": (with_parallelism(tp=8, pp=1, dp=2), "cluster.node_groups[0].gpus_per_node", "inside one node"),
+    "tp does not divide heads": (
+        make_spec_data(
+            model={**make_spec_data()["model"], "num_heads": 15, "hidden_size": 1020, "num_kv_heads": 15}
+        ),
+        "parallelism.tp",
+        "does not divide",
+    ),
+    "tp spans nodes": (
+        with_parallelism(tp=8, pp=1, dp=2),
+        "cluster.node_groups[0].gpus_per_node",
+        "inside one node",
+    ),
     "layers do not add up": (make_spec_data(partition={"layers": [4, 5]}), "partition.layers", "sums to 9"),
-    "micro-batches do not add up": (make_spec_data(partition={"micro_batches": [4, 4, 4, 5]}),
-                                    "partition.micro_batches", "sums to 17"),
-    "unknown mapping group": (make_spec_data(mapping={"stages": ["h100", "b200"]}), "mapping.stages[1]",
-                              "unknown node group"),
-    "batch not a multiple": (with_parallelism(global_batch_size=17, micro_batch_size=2),
-                             "parallelism.global_batch_size", "not a multiple"),
-    "negative latency": (make_spec_data(network={"link_latency_ns": -1}), "network.link_latency_ns",
-                         "greater than or equal to 0"),
+    "micro-batches do not add up": (
+        make_spec_data(partition={"micro_batches": [4, 4, 4, 5]}),
+        "partition.micro_batches",
+        "sums to 17",
+    ),
+    "unknown mapping group": (
+        make_spec_data(mapping={"stages": ["h100", "b200"]}),
+        "mapping.stages[1]",
+        "unknown node group",
+    ),
+    "batch not a multiple": (
+        with_parallelism(global_batch_size=17, micro_batch_size=2),
+        "parallelism.global_batch_size",
+        "not a multiple",
+    ),
+    "negative latency": (
+        make_spec_data(network={"link_latency_ns": -1}),
+        "network.link_latency_ns",
+        "greater than or equal to 0",
+    ),
 }
 
 
@@ -100,8 +130,10 @@ def test_mapping_that_leaves_gpus_unused_is_rejected():
 
 def test_tp_group_across_gpu_types_is_rejected():
     data = make_spec_data()
-    data["cluster"]["node_groups"] = [node_group("h", "h100-sxm", count=1, gpus_per_node=2),
-                                      node_group("a", "a100-80", count=1, gpus_per_node=2)]
+    data["cluster"]["node_groups"] = [
+        node_group("h", "h100-sxm", count=1, gpus_per_node=2),
+        node_group("a", "a100-80", count=1, gpus_per_node=2),
+    ]
     data["parallelism"] = {"tp": 4, "pp": 1, "dp": 1, "global_batch_size": 4, "allow_tp_across_nodes": True}
     with pytest.raises(SpecError, match="spans GPU types"):
         plan_workload(parse_spec(data))
@@ -118,8 +150,9 @@ def test_memory_overflow_names_stage_and_device():
 
 def test_include_pulls_sections_from_another_file(tmp_path: Path):
     data = make_spec_data()
-    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump({"cluster": data.pop("cluster"),
-                                                           "network": data.pop("network")}))
+    (tmp_path / "cluster.yaml").write_text(
+        yaml.safe_dump({"cluster": data.pop("cluster"), "network": data.pop("network")})
+    )
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump({"include": "cluster.yaml", **data}))
     spec = load_spec(tmp_path / "spec.yaml")
     assert spec.cluster.num_gpus == 16

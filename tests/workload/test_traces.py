@@ -112,8 +112,12 @@ def test_total_flops_match_six_n_t_plus_attention(tmp_path, model):
         data["model"] = {"preset": "llama2-70b", "num_layers": 4, "seq_len": 2048}
         data["parallelism"] = {**data["parallelism"], "sequence_parallel": True}
     _, _, traces = generate(tmp_path, data)
-    total = sum(attrs(n)["num_ops"] for nodes in traces.values() for n in nodes
-                if n.type == pb.COMP_NODE and not n.name.startswith("optimizer"))
+    total = sum(
+        attrs(n)["num_ops"]
+        for nodes in traces.values()
+        for n in nodes
+        if n.type == pb.COMP_NODE and not n.name.startswith("optimizer")
+    )
     # Tolerance 3 %: biases, norms, softmax and other elementwise FLOPs are not in the closed form.
     assert total == pytest.approx(model_flops(data), rel=0.03)
 
@@ -123,7 +127,9 @@ def test_h100_rank_computes_faster_than_a100_rank_by_preset_ratio(tmp_path):
     data["parallelism"] = {**data["parallelism"], "pp": 1, "dp": 8, "global_batch_size": 8}
     _, manifest, traces = generate(tmp_path, data)
     gpu = {r["rank"]: r["gpu"] for r in manifest["ranks"]}
-    compute = {r: sum(n.duration_micros for n in nodes if n.type == pb.COMP_NODE) for r, nodes in traces.items()}
+    compute = {
+        r: sum(n.duration_micros for n in nodes if n.type == pb.COMP_NODE) for r, nodes in traces.items()
+    }
     h100 = [compute[r] for r in compute if gpu[r] == "h100-sxm"]
     a100 = [compute[r] for r in compute if gpu[r] == "a100-80"]
     assert max(h100) < min(a100)
@@ -131,8 +137,12 @@ def test_h100_rank_computes_faster_than_a100_rank_by_preset_ratio(tmp_path):
     h, a = (g.gpu for g in spec.cluster.node_groups)
     # Every operator is bound by the same resource on both GPUs or by a mix; the ratio lies between
     # the compute and the memory-bandwidth ratios of the presets.
-    ratios = sorted([h.effective_flops_per_ns / a.effective_flops_per_ns,
-                     h.effective_bytes_per_ns / a.effective_bytes_per_ns])
+    ratios = sorted(
+        [
+            h.effective_flops_per_ns / a.effective_flops_per_ns,
+            h.effective_bytes_per_ns / a.effective_bytes_per_ns,
+        ]
+    )
     assert ratios[0] * 0.98 <= min(a100) / max(h100) <= ratios[1] * 1.02
 
 
@@ -179,12 +189,15 @@ def test_same_spec_gives_byte_identical_files(tmp_path):
     assert all((first / f).read_bytes() == (second / f).read_bytes() for f in files)
 
 
-@pytest.mark.parametrize("variant", [
-    {"schedule": "gpipe"},
-    {"sequence_parallel": True},
-    {"recompute": "full"},
-    {"distributed_optimizer": True},
-])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        {"schedule": "gpipe"},
+        {"sequence_parallel": True},
+        {"recompute": "full"},
+        {"distributed_optimizer": True},
+    ],
+)
 def test_plan_variants_keep_the_invariants(tmp_path, variant):
     data = make_spec_data()
     data["parallelism"] = {**data["parallelism"], **variant}
