@@ -9,8 +9,8 @@ class AstraHeteroError(Exception):
     exit_code = 1
 
 
-class SpecError(AstraHeteroError):
-    """A spec field is missing or wrong; `field` is its dotted path."""
+class FieldError(AstraHeteroError):
+    """An error about one spec field; `field` is its dotted path ("" for the spec as a whole)."""
 
     exit_code = 2
 
@@ -20,15 +20,12 @@ class SpecError(AstraHeteroError):
         super().__init__(f"{field}: {reason}" if field else reason)
 
 
-class InfeasiblePlan(AstraHeteroError):
+class SpecError(FieldError):
+    """A spec field is missing or wrong."""
+
+
+class InfeasiblePlan(FieldError):
     """The spec is well-formed but cannot run (e.g. a stage does not fit in device memory)."""
-
-    exit_code = 2
-
-    def __init__(self, field: str, reason: str) -> None:
-        self.field = field
-        self.reason = reason
-        super().__init__(f"{field}: {reason}" if field else reason)
 
 
 class RunDirError(AstraHeteroError):

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from astra_hetero.cli.generate import describe_workload
+from astra_hetero.cli.generate import add_spec_arguments, describe_workload
 from astra_hetero.pipeline import build_run_dir
 from astra_hetero.spec import load_spec
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("build", help="generate the workload and render the topology")
-    parser.add_argument("spec", type=Path, help="experiment spec (YAML)")
-    parser.add_argument("-o", "--output", type=Path, required=True, help="run directory")
+    add_spec_arguments(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
 

@@ -14,10 +14,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "generate", help="write one Chakra trace per rank, comm groups and manifest"
     )
-    parser.add_argument("spec", type=Path, help="experiment spec (YAML)")
-    parser.add_argument("-o", "--output", type=Path, required=True, help="run directory")
+    add_spec_arguments(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
+
+
+def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments every spec → run-directory command takes."""
+    parser.add_argument("spec", type=Path, help="experiment spec (YAML)")
+    parser.add_argument("-o", "--output", type=Path, required=True, help="run directory")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from astra_hetero import rundir
+from astra_hetero.cli.generate import add_spec_arguments
 from astra_hetero.spec import load_spec
 from astra_hetero.topology import checked_graph, figures, write_topology
 
@@ -14,8 +14,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "topology", help="write the cluster network for ns-3 and the analytical backend into a run directory"
     )
-    parser.add_argument("spec", type=Path, help="experiment spec (YAML)")
-    parser.add_argument("-o", "--output", type=Path, required=True, help="run directory")
+    add_spec_arguments(parser)
     parser.add_argument("--draw", action="store_true", help="also write RUN_DIR/topology.png")
     parser.set_defaults(func=run)
 

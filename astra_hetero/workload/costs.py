@@ -218,6 +218,25 @@ class ParameterCounts:
         return self.per_layer * num_layers + self.embedding + self.head + self.final_norm
 
 
+def stage_parameters(
+    model: ModelSpec, par: ParallelismSpec, stage: int, num_layers: int
+) -> tuple[float, float]:
+    """(parameters on one TP rank of `stage`, of which not in transformer layers).
+
+    The first stage holds the embedding, the last the final norm and LM head — and, with tied
+    embeddings split across stages, its own copy of the embedding.
+    """
+    counts = parameter_counts(model)
+    extra = 0.0
+    if stage == 0:
+        extra += counts.embedding
+    if stage == par.pp - 1:
+        extra += counts.head + counts.final_norm
+        if model.tied_embeddings and par.pp > 1:
+            extra += counts.embedding
+    return (num_layers * counts.per_layer + extra) / par.tp, extra / par.tp
+
+
 def parameter_counts(model: ModelSpec) -> ParameterCounts:
     h, f, d = model.hidden_size, model.ffn_size, model.head_dim
     qkv = h * (h + 2 * model.num_kv_heads * d)

@@ -20,6 +20,7 @@ from astra_hetero.workload.costs import (
     load_calibration,
     parameter_counts,
     shape_of,
+    stage_parameters,
 )
 from astra_hetero.workload.encode import ClassEncoder, RankBinding
 from astra_hetero.workload.graph import RankContext, RankGraph, build_rank_graph
@@ -133,16 +134,7 @@ def _context(
     first, end = partition.layer_range(stage)
     counts = parameter_counts(model)
     grad_width = 4 if par.grad_reduce_in_fp32 else BYTES_BF16
-    extra_params = 0.0
-    if stage == 0:
-        extra_params += counts.embedding
-    if stage == par.pp - 1:
-        extra_params += (
-            counts.head
-            + counts.final_norm
-            + (counts.embedding if model.tied_embeddings and par.pp > 1 else 0)
-        )
-    params = ((end - first) * counts.per_layer + extra_params) / par.tp
+    params, extra_params = stage_parameters(model, par, stage, end - first)
     tokens = par.micro_batch_size * model.seq_len
     roles = {g.kind for g in groups if rank in g.ranks}
     return RankContext(
@@ -159,7 +151,7 @@ def _context(
         activation_bytes=int(BYTES_BF16 * tokens * model.hidden_size / par.tp),
         grad_bucket_bytes=par.dp_bucket_mib * 1024**2,
         layer_grad_bytes=counts.per_layer / par.tp * grad_width,
-        extra_grad_bytes=extra_params / par.tp * grad_width,
+        extra_grad_bytes=extra_params * grad_width,
         embedding_grad_bytes=int(counts.embedding / par.tp * grad_width),
         params_on_rank=params,
         distributed_optimizer=par.distributed_optimizer,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from astra_hetero.errors import InfeasiblePlan
 from astra_hetero.spec.schema import Spec
 from astra_hetero.units import BYTES_PER_GIB
-from astra_hetero.workload.costs import parameter_counts
+from astra_hetero.workload.costs import stage_parameters
 from astra_hetero.workload.layout import Layout
 from astra_hetero.workload.partition import Partition
 
@@ -66,17 +66,7 @@ def in_flight_micro_batches(spec: Spec, stage: int, num_micro_batches: int) -> i
 
 def estimate(spec: Spec, stage: int, num_layers: int, num_micro_batches: int) -> MemoryEstimate:
     par, model = spec.parallelism, spec.model
-    counts = parameter_counts(model)
-    params = num_layers * counts.per_layer
-    if stage == 0:
-        params += counts.embedding
-    if stage == par.pp - 1:
-        params += (
-            counts.head
-            + counts.final_norm
-            + (counts.embedding if model.tied_embeddings and par.pp > 1 else 0)
-        )
-    params /= par.tp
+    params, _ = stage_parameters(model, par, stage, num_layers)
     optimizer_share = 1 / par.dp if par.distributed_optimizer else 1.0
     activations = (
         activation_bytes_per_layer(spec)
