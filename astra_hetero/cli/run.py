@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
     run_dir = resolve_run_dir(args.source, args.output, args.quiet)
     result = execute(run_dir, args.backend, timeline=args.timeline, **backend_options(args))
-    print(render_summary(result))
+    print(render_summary(result, label=run_dir.name))
     wrote = "result.json" + ("" if args.timeline == "none" else " and trace.json")
     print(f"wrote {wrote} in {run_dir}")
     return 0
