@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from astra_hetero.workload.costs import (
     Collective,
-    DeviceCostModel,
     LayerStep,
     Op,
     Shape,
@@ -22,6 +21,7 @@ from astra_hetero.workload.costs import (
     layer_backward,
     layer_forward,
 )
+from astra_hetero.workload.timing import DeviceCostModel
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,7 @@
 """Operator-level cost model of a decoder-only transformer, per micro-batch and per TP rank.
 
-Each layer's forward and backward pass is a list of operators with FLOPs and bytes moved. A device
-turns an operator into time with a roofline — max(FLOPs / effective peak, bytes / effective HBM
-bandwidth) — unless a calibration table supplies a measured time for that operator on that GPU type.
+Each layer's forward and backward pass is a list of operators with FLOPs and bytes moved;
+`timing.py` turns an operator into time on a given device.
 
 Conventions: BF16 activations and weights (2 bytes); backward GEMMs cost twice the forward (input
 gradient + weight gradient); attention is the unfused formulation (scores materialised), which is
@@ -11,12 +10,9 @@ what the memory model assumes too.
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
-from pathlib import Path
 
-from astra_hetero.errors import SpecError
-from astra_hetero.spec.schema import GpuSpec, ModelSpec, ParallelismSpec
+from astra_hetero.spec.schema import ModelSpec, ParallelismSpec
 
 BYTES_BF16 = 2
 
@@ -250,71 +246,3 @@ def parameter_counts(model: ModelSpec) -> ParameterCounts:
     embedding = model.vocab_size * h + (model.seq_len * h if model.learned_position_embeddings else 0)
     head = 0 if model.tied_embeddings else model.vocab_size * h
     return ParameterCounts(per_layer, embedding, head, norm)
-
-
-@dataclass(frozen=True)
-class CalibrationRow:
-    gpu: str
-    op: str
-    time_ns: float
-    tp: int | None
-    micro_batch_size: int | None
-    seq_len: int | None
-
-    def matches(self, gpu: str, op: str, x: Shape) -> bool:
-        return (
-            self.gpu == gpu
-            and self.op == op
-            and self.tp in (None, x.t)
-            and self.micro_batch_size in (None, x.b)
-            and self.seq_len in (None, x.s)
-        )
-
-    @property
-    def specificity(self) -> int:
-        return sum(v is not None for v in (self.tp, self.micro_batch_size, self.seq_len))
-
-
-def load_calibration(path: str | Path) -> list[CalibrationRow]:
-    """CSV with columns gpu, op, time_us and optional tp, micro_batch_size, seq_len (blank = any).
-
-    `op` is an operator name with its pass, e.g. `qkv_proj.fwd`, `mlp_down.bwd`.
-    """
-    path = Path(path)
-    rows: list[CalibrationRow] = []
-    with open(path, newline="") as handle:
-        reader = csv.DictReader(handle)
-        missing = {"gpu", "op", "time_us"} - set(reader.fieldnames or [])
-        if missing:
-            raise SpecError("calibration", f"{path}: missing column(s) {', '.join(sorted(missing))}")
-        for line, raw in enumerate(reader, start=2):
-            try:
-                time_us = float(raw["time_us"])
-                if time_us < 0:
-                    raise ValueError("negative time")
-                optional = {
-                    k: int(raw[k]) if raw.get(k) not in (None, "") else None
-                    for k in ("tp", "micro_batch_size", "seq_len")
-                }
-            except ValueError as exc:
-                raise SpecError("calibration", f"{path}:{line}: {exc}") from None
-            rows.append(CalibrationRow(raw["gpu"].strip(), raw["op"].strip(), time_us * 1e3, **optional))
-    return rows
-
-
-class DeviceCostModel:
-    """Operator times (ns) on one GPU type: roofline, overridden by calibration rows where given."""
-
-    def __init__(self, gpu: GpuSpec, calibration: list[CalibrationRow] | None = None) -> None:
-        self.gpu = gpu
-        self._flops_per_ns = gpu.effective_flops_per_ns
-        self._bytes_per_ns = gpu.effective_bytes_per_ns
-        self._calibration = [r for r in calibration or [] if r.gpu == gpu.type_key]
-
-    def time_ns(self, op: Op, phase: str, x: Shape) -> float:
-        if self._calibration:
-            key = f"{op.name}.{phase}"
-            hits = [r for r in self._calibration if r.matches(self.gpu.type_key, key, x)]
-            if hits:
-                return max(hits, key=lambda r: r.specificity).time_ns
-        return max(op.flops / self._flops_per_ns, op.bytes / self._bytes_per_ns)

@@ -16,8 +16,6 @@ from astra_hetero.spec.schema import Spec
 from astra_hetero.workload.blocks import DeviceBlocks, device_blocks
 from astra_hetero.workload.costs import (
     BYTES_BF16,
-    DeviceCostModel,
-    load_calibration,
     parameter_counts,
     shape_of,
     stage_parameters,
@@ -29,6 +27,7 @@ from astra_hetero.workload.layout import Layout, build_layout
 from astra_hetero.workload.memory import check_memory, max_layers_that_fit
 from astra_hetero.workload.partition import Partition, build_partition
 from astra_hetero.workload.schedule import schedule_for
+from astra_hetero.workload.timing import DeviceCostModel, load_calibration
 
 Progress = Callable[[int], None]
 

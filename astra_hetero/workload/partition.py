@@ -14,7 +14,6 @@ from astra_hetero.errors import InfeasiblePlan
 from astra_hetero.spec.schema import Spec
 from astra_hetero.workload.costs import (
     Collective,
-    DeviceCostModel,
     Op,
     Shape,
     embedding_backward,
@@ -25,6 +24,7 @@ from astra_hetero.workload.costs import (
     layer_forward,
 )
 from astra_hetero.workload.layout import Layout
+from astra_hetero.workload.timing import DeviceCostModel
 
 
 @dataclass(frozen=True)

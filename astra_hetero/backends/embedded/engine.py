@@ -88,8 +88,9 @@ class Engine:
         self.compute_ns = [0] * num_ranks
         self.exposed_ns = [0] * num_ranks
         self.finish_ns = [0] * num_ranks
-        self.issued: dict[int, int] = {}  # group index * num_ranks + rank -> collectives issued
-        self.forming: dict[tuple[int, int], Comm] = {}
+        # collectives issued per (group, rank), at group * num_ranks + rank
+        self.issued = [0] * (len(self.w.group_names) * num_ranks)
+        self.forming: dict[int, Comm] = {}  # k * num_groups + group -> the k-th collective of group
         self.sends: dict[tuple[int, int, int], deque[Comm]] = {}
         self.recvs: dict[tuple[int, int, int], deque[int]] = {}
         self.done: list[Comm] = []
@@ -98,23 +99,27 @@ class Engine:
     def run(self) -> EngineOutcome:
         for g in self.w.roots:
             self._ready(g, 0)
-        pop, queue = self.queue.pop, self.queue
+        queue = self.queue
+        pop = queue.pop
+        compute_done, flow_done, phase_done = self._compute_done, self._flow_done, self._phase_done
         while queue:
             now, kind, payload = pop()
             if kind == events.COMPUTE_DONE:
-                self._compute_done(payload, now)
+                compute_done(payload, now)
             elif kind == events.FLOW_DONE:
                 flow, version = payload
                 if version == flow.version:
-                    self._flow_done(flow, now)
+                    flow_done(flow, now)
             else:
-                self._phase_done(payload, now)
+                phase_done(payload, now)
         if self.num_done != len(self.w.kinds):
             raise SimulationDeadlock(self._deadlock_report())
         return EngineOutcome(self.finish_ns, self.compute_ns, self.exposed_ns, self.done, self.w,
                              self.start_ns, self.end_ns, queue.num_scheduled, self.net.num_recomputes)
 
     # --- time accounting -------------------------------------------------------------------------
+    # `_account` is inlined where it runs once per node (compute start and end); it charges the time
+    # since the rank's last change to compute, to exposed communication, or to nothing (idle).
     def _account(self, rank: int, now: int) -> None:
         elapsed = now - self.last_ns[rank]
         if elapsed:
@@ -164,7 +169,11 @@ class Engine:
                     ready(s, now)
 
     def _start_compute(self, rank: int, g: int, now: int) -> None:
-        self._account(rank, now)
+        elapsed = now - self.last_ns[rank]  # not busy: the time since the last change was not compute
+        if elapsed:
+            if self.active[rank]:
+                self.exposed_ns[rank] += elapsed
+            self.last_ns[rank] = now
         self.busy[rank] = True
         self.start_ns[g] = now
         self.queue.push(now + self.durations_ns[g], events.COMPUTE_DONE, g)
@@ -172,39 +181,48 @@ class Engine:
     def _compute_done(self, g: int, now: int) -> None:
         rank = self.rank_of[g]
         self._complete(g, now)  # still busy: compute nodes it releases queue up behind earlier ones
-        self._account(rank, now)
-        self.busy[rank] = False
+        elapsed = now - self.last_ns[rank]
+        if elapsed:
+            self.compute_ns[rank] += elapsed
+            self.last_ns[rank] = now
         waiting = self.ready_compute[rank]
-        if waiting:
-            self._start_compute(rank, waiting.popleft(), now)
+        if waiting:  # the rank stays busy: no time passes between the two nodes
+            g = waiting.popleft()
+            self.start_ns[g] = now
+            self.queue.push(now + self.durations_ns[g], events.COMPUTE_DONE, g)
+        else:
+            self.busy[rank] = False
 
     # --- collectives ------------------------------------------------------------------------------
     def _issue_collective(self, g: int, now: int) -> None:
         w = self.w
         rank, group = w.rank_of[g], w.groups[g]
-        counter_key = group * self.sim.num_ranks + rank
-        k = self.issued.get(counter_key, 0)
-        self.issued[counter_key] = k + 1
-        comm = self.forming.get((group, k))
+        counter = group * len(self.busy) + rank
+        k = self.issued[counter]
+        self.issued[counter] = k + 1
+        key = k * len(w.group_names) + group
+        comm = self.forming.get(key)
         if comm is None:
             members = w.group_members[group]
             kind = w.coll_kind_name(g)
             comm = Comm(w.group_names[group], kind, w.sizes[g], self.planner.collective(members, kind))
-            self.forming[(group, k)] = comm
+            self.forming[key] = comm
         elif w.coll_types[g] != w.coll_types[comm.nodes[0]] or w.sizes[g] != comm.size:
             raise RunDirError(f"{w.describe(g)} is matched with {w.describe(comm.nodes[0])} (the same "
                               f"collective of group {comm.group!r}) but differs in type or size")
-        comm.nodes.append(g)
+        nodes = comm.nodes
+        nodes.append(g)
         comm.ranks.append(rank)
-        if len(comm.nodes) == len(w.group_members[group]):
-            del self.forming[(group, k)]
+        if len(nodes) == len(w.group_members[group]):
+            del self.forming[key]
             self._start_comm(comm, now)
 
     def _start_comm(self, comm: Comm, now: int) -> None:
         comm.start_ns = now
+        start_ns, begin = self.start_ns, self._begin_comm
         for rank, g in zip(comm.ranks, comm.nodes, strict=True):
-            self.start_ns[g] = now
-            self._begin_comm(rank, now)
+            start_ns[g] = now
+            begin(rank, now)
         self._start_phase(comm, now)
 
     def _start_phase(self, comm: Comm, now: int) -> None:
@@ -236,9 +254,10 @@ class Engine:
     def _finish_comm(self, comm: Comm, now: int) -> None:
         comm.end_ns = now
         self.done.append(comm)
+        end, complete = self._end_comm, self._complete
         for rank, g in zip(comm.ranks, comm.nodes, strict=True):
-            self._end_comm(rank, now)
-            self._complete(g, now)
+            end(rank, now)
+            complete(g, now)
         if comm.kind == "send_recv":
             comm.arrived = True
             if comm.recv >= 0:
