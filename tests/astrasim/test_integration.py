@@ -6,9 +6,11 @@ Prints each backend's iteration time next to the embedded engine's (run `pytest 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
+from astra_hetero.backends.astrasim.command import FLAVORS
 from tests.conftest import make_spec_data, node_group
 
 # 8 GPUs (one H100 node, one A100 node), TP2·PP2·DP2: small enough for ns-3 in a test.
@@ -41,6 +43,9 @@ def test_real_binary_result_is_written_and_comparable_with_embedded(tmp_path, ba
     from astra_hetero.results.io import read_result
     from astra_hetero.spec import parse_spec
 
+    binary = Path(os.environ["ASTRA_SIM_BIN_DIR"]) / FLAVORS[backend].binary_name
+    if not os.access(binary, os.X_OK):
+        pytest.skip(f"{binary} is not an executable file")
     run_dir = build_run_dir(parse_spec(SMALL_SPEC), tmp_path / "run")
     result = execute(run_dir.root, backend, timeout_s=1800)
 

@@ -46,7 +46,7 @@ class EmbeddedBackend:
         ranks = tuple(_rank_result(sim, rank, outcome, iteration_ns) for rank in range(sim.num_ranks))
         stats = tuple(
             CollectiveStat(group=c.group, type=c.kind, bytes=c.size, start_us=c.start_ns / 1000,
-                           end_us=c.end_ns / 1000, name=outcome.workload.names[c.nodes[0]],
+                           end_us=c.end_ns / 1000, name=outcome.workload.name(c.nodes[0]),
                            num_ranks=len(c.ranks) + (1 if c.recv >= 0 else 0))
             for c in sorted(outcome.comms, key=lambda c: (c.start_ns, c.nodes[0])))
         result = RunResult(
@@ -71,6 +71,10 @@ def _rank_result(sim: SimInput, rank: int, outcome: EngineOutcome, iteration_ns:
 
 def _spans(outcome: EngineOutcome) -> tuple[Span, ...]:
     w = outcome.workload
-    starts, ends = outcome.start_ns, outcome.end_ns
-    return tuple(Span(w.rank_of[g], _SPAN_KINDS.get(kind, "recv"), w.names[g], starts[g], ends[g])
-                 for g, kind in enumerate(w.kinds) if starts[g] >= 0)
+    starts, ends, kinds = outcome.start_ns, outcome.end_ns, w.kinds
+    spans = []
+    for rank, (trace, base) in enumerate(zip(w.traces, w.offsets, strict=True)):
+        for g, name in enumerate(trace.all_names(), base):  # names decoded a rank at a time
+            if starts[g] >= 0:
+                spans.append(Span(rank, _SPAN_KINDS.get(kinds[g], "recv"), name, starts[g], ends[g]))
+    return tuple(spans)

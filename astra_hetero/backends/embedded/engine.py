@@ -71,7 +71,8 @@ class Engine:
         self.sim = sim
         self.w = flatten(sim)
         # the lists the hot paths index, bound once
-        self.kinds, self.rank_of, self.successors = self.w.kinds, self.w.rank_of, self.w.successors
+        self.kinds, self.rank_of = self.w.kinds, self.w.rank_of
+        self.successors, self.successor_bounds = self.w.successors, self.w.successor_bounds
         self.durations_ns = self.w.durations_ns
         router = Router(sim.topology)
         self.planner = Planner(router, sim.machines, sim.algorithm)
@@ -159,14 +160,21 @@ class Engine:
         rank = self.rank_of[g]
         if now > self.finish_ns[rank]:
             self.finish_ns[rank] = now
-        successors = self.successors[g]
-        if successors:
-            pending, ready = self.pending, self._ready
-            for s in successors:
-                left = pending[s] - 1
-                pending[s] = left
-                if not left:
-                    ready(s, now)
+        first, end = self.successor_bounds[g], self.successor_bounds[g + 1]
+        if first == end:
+            return
+        pending, kinds, busy, rank_of = self.pending, self.kinds, self.busy, self.rank_of
+        for s in self.successors[first:end]:
+            left = pending[s] - 1
+            pending[s] = left
+            if left:
+                continue
+            if kinds[s] != KIND_COMP:  # _ready, with the most frequent case inlined
+                self._ready(s, now)
+            elif busy[rank_of[s]]:
+                self.ready_compute[rank_of[s]].append(s)
+            else:
+                self._start_compute(rank_of[s], s, now)
 
     def _start_compute(self, rank: int, g: int, now: int) -> None:
         elapsed = now - self.last_ns[rank]  # not busy: the time since the last change was not compute

@@ -52,29 +52,45 @@ class FlowNetwork:
     def add(self, flow: Flow, now: int) -> list[Flow]:
         """Start `flow` at `now`; return the flows (it included) whose rate, hence finish time, changed."""
         flow.updated_at = now
-        flow.solo_rate = min(self.capacity[link] / weight for link, weight in flow.links)
+        capacity, users, demand = self.capacity, self.users, self.demand
+        flow.solo_rate = solo = min(capacity[link] / weight for link, weight in flow.links)
+        if not any(users[link] for link, _ in flow.links):
+            return self._add_alone(flow)
         for link, weight in flow.links:
-            self.users[link][flow] = weight
-            self.demand[link] += weight * flow.solo_rate
+            users[link][flow] = weight
+            demand[link] += weight * solo
         if self._try_fast_add(flow):
             flow.version += 1
             return [flow]
         return self._recompute([flow], now)
 
+    def _add_alone(self, flow: Flow) -> list[Flow]:
+        """The common case of a flow on idle links: it runs at its solo rate and changes nobody's.
+
+        Idle links hold exactly zero load and demand (see `remove`), so setting them gives the same
+        floats as the general path's sums."""
+        flow.rate = rate = flow.solo_rate
+        users, load, demand = self.users, self.load, self.demand
+        for link, weight in flow.links:
+            users[link][flow] = weight
+            load[link] = demand[link] = weight * rate
+        flow.version += 1
+        return [flow]
+
     def remove(self, flow: Flow, now: int) -> list[Flow]:
         """Take `flow` out at `now`; return the other flows whose rate changed."""
         seeds: list[Flow] = []
+        load, demand, all_users = self.load, self.demand, self.users
         for link, weight in flow.links:
-            users = self.users[link]
+            users = all_users[link]
             del users[flow]
-            saturated = self.load[link] >= self.capacity[link] * (1 - _EPS)
-            if users:
-                self.load[link] -= weight * flow.rate
-                self.demand[link] -= weight * flow.solo_rate
-            else:  # reset rather than subtract, so rounding never accumulates on an idle link
-                self.load[link] = self.demand[link] = 0.0
-            if saturated and users:
+            if not users:  # reset rather than subtract, so rounding never accumulates on an idle link
+                load[link] = demand[link] = 0.0
+                continue
+            if load[link] >= self.capacity[link] * (1 - _EPS):  # saturated: the others may speed up
                 seeds.extend(users)
+            load[link] -= weight * flow.rate
+            demand[link] -= weight * flow.solo_rate
         return self._recompute(seeds, now) if seeds else []
 
     def _try_fast_add(self, flow: Flow) -> bool:

@@ -20,7 +20,7 @@ from typing import Any
 from astra_hetero import rundir
 from astra_hetero.backends.embedded import collectives
 from astra_hetero.backends.embedded.topology import Topology, host_groups, read_topology
-from astra_hetero.backends.embedded.tracefile import RankTrace, read_packed_rank_trace, read_rank_trace
+from astra_hetero.backends.embedded.tracefile import RankTrace, read_rank_trace
 from astra_hetero.errors import RunDirError
 
 DEFAULT_ALGORITHM = "hierarchical"
@@ -120,8 +120,7 @@ def _read_traces(paths: list[Path], num_ranks: int, workers: int | None) -> list
         return [read_rank_trace(p, num_ranks) for p in paths]
     with ProcessPoolExecutor(max_workers=workers) as pool:
         chunk = max(1, len(paths) // (workers * 8))
-        packed = pool.map(read_packed_rank_trace, paths, [num_ranks] * len(paths), chunksize=chunk)
-        return [RankTrace.unpacked(data) for data in packed]
+        return list(pool.map(read_rank_trace, paths, [num_ranks] * len(paths), chunksize=chunk))
 
 
 def _machines(labels: list[dict[str, Any]], topology: Topology, num_ranks: int) -> list[int]:

@@ -1,21 +1,26 @@
-"""Decode one rank's Chakra trace into flat lists the engine indexes by integer.
+"""Decode one rank's Chakra trace into numpy columns the workload indexes by integer.
 
 A Chakra file is a GlobalMetadata record followed by length-delimited Node records. Parsing them one
 `Node.ParseFromString` at a time costs about three times more than parsing the whole file as a single
 `repeated Node` field, so we re-frame the records (prefix each with the field-1 tag byte) and parse
 them once with a wrapper message type declared in a private descriptor pool. The wire format is
 untouched: this is exactly the data `chakra_io.read_trace` reads, only faster for 1024 files.
+
+The columns are numpy arrays and one bytes blob of names, so a trace decoded in a worker process
+crosses back to the parent as a few raw buffers rather than millions of Python objects.
 """
 
 from __future__ import annotations
 
-from array import array
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.internal.decoder import _DecodeVarint32 as _decode_varint  # type: ignore[attr-defined]
 from google.protobuf.message import DecodeError
 
 from astra_hetero import chakra_io
@@ -26,53 +31,52 @@ KIND_COMP, KIND_COLL, KIND_SEND, KIND_RECV = 0, 1, 2, 3
 _KINDS = {pb.COMP_NODE: KIND_COMP, pb.COMM_COLL_NODE: KIND_COLL, pb.COMM_SEND_NODE: KIND_SEND,
           pb.COMM_RECV_NODE: KIND_RECV}
 _FIELD1_TAG = b"\x0a"  # field number 1, wire type 2 (length-delimited)
+# Node fields LiteNode reads as raw bytes: names stay undecoded until someone shows them, dependency
+# lists stay packed varints (decoded for the whole file at once), inputs/outputs are never read.
+_RAW_FIELDS = ("name", "ctrl_deps", "data_deps", "inputs", "outputs")
 
 
 @dataclass(frozen=True)
 class RankTrace:
-    """One rank's nodes in file order; `deps[i]` are indices (not Chakra ids) of i's predecessors."""
+    """One rank's nodes in file order; dependencies are indices (not Chakra ids) of predecessors:
+    node i's are `deps[dep_ends[i-1]:dep_ends[i]]`, and its name is `names[name_ends[i-1]:name_ends[i]]`."""
 
     path: str
-    ids: list[int]
-    names: list[str]
-    kinds: list[int]
-    durations_ns: list[int]
-    sizes: list[int]
-    coll_types: list[int]  # Chakra CollectiveCommType for collectives, -1 otherwise
-    peers: list[int]  # send: destination rank, recv: source rank, -1 otherwise
-    tags: list[int]
-    groups: list[str]  # pg_name of collectives ("" = all ranks)
-    deps: list[tuple[int, ...]]
+    ids: np.ndarray  # uint64 Chakra ids
+    names: bytes  # every name's UTF-8 bytes, concatenated
+    name_ends: np.ndarray
+    kinds: np.ndarray
+    durations_ns: np.ndarray
+    sizes: np.ndarray
+    coll_types: np.ndarray  # Chakra CollectiveCommType for collectives, -1 otherwise
+    peers: np.ndarray  # send: destination rank, recv: source rank, -1 otherwise
+    tags: np.ndarray
+    group_names: tuple[str, ...]  # the distinct pg_names of the rank's collectives ("" = all ranks)
+    groups: np.ndarray  # index into group_names for collectives, -1 otherwise
+    dep_ends: np.ndarray
+    deps: np.ndarray
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self.kinds)
 
-    def packed(self) -> tuple[Any, ...]:
-        """A form that crosses a process boundary cheaply: int lists as raw int64 bytes, names and
-        groups as one NUL-joined string, dependencies as counts plus one flat array."""
-        flat = [d for deps in self.deps for d in deps]
-        ints = (self.ids, self.kinds, self.durations_ns, self.sizes, self.coll_types, self.peers, self.tags,
-                [len(deps) for deps in self.deps], flat)
-        return (self.path, "\0".join(self.names), "\0".join(self.groups),
-                *(array("q", values).tobytes() for values in ints))
+    def name(self, i: int) -> str:
+        start = int(self.name_ends[i - 1]) if i else 0
+        return self.names[start:int(self.name_ends[i])].decode("utf-8", "replace")
 
-    @classmethod
-    def unpacked(cls, data: tuple[Any, ...]) -> RankTrace:
-        path, names, groups, *blobs = data
-        ids, kinds, durations, sizes, coll_types, peers, tags, counts, flat = (
-            array("q", blob).tolist() for blob in blobs)
-        deps: list[tuple[int, ...]] = []
-        position = 0
-        for count in counts:
-            deps.append(tuple(flat[position:position + count]) if count else ())
-            position += count
-        return cls(path, ids, names.split("\0") if ids else [], kinds, durations, sizes, coll_types, peers,
-                   tags, groups.split("\0") if ids else [], deps)
+    def all_names(self) -> list[str]:
+        if not self.names.isascii():
+            return [self.name(i) for i in range(len(self))]
+        text = self.names.decode("ascii")  # one character per byte: slice the text by byte offsets
+        return [text[start:end] for start, end in pairwise([0, *self.name_ends.tolist()])]
+
+    def describe(self, i: int) -> str:
+        return f"node {self.ids[i]} ({self.name(i)!r})"
 
 
-@lru_cache(maxsize=1)
-def _node_list_class() -> Any:
-    """`NodeList {repeated LiteNode nodes = 1}`: LiteNode is Chakra's Node with `attr` kept as raw bytes.
+@lru_cache(maxsize=2)
+def _node_list_class(packed_deps: bool = True) -> Any:
+    """`NodeList {repeated LiteNode nodes = 1}`: LiteNode is Chakra's Node with `attr` and `_RAW_FIELDS`
+    kept as raw bytes (a packed repeated field is one length-delimited field on the wire, like bytes).
 
     Reading attributes through protobuf objects costs microseconds each; kept as bytes, a node's
     attribute list becomes a hashable key, and the few distinct lists of a trace (every TP all-reduce
@@ -81,32 +85,40 @@ def _node_list_class() -> Any:
     lite = descriptor_pb2.DescriptorProto()
     pb.Node.DESCRIPTOR.CopyToProto(lite)
     lite.name = "LiteNode"
-    kept = [f for f in lite.field if f.name not in ("inputs", "outputs")]
+    kept = list(lite.field)
     del lite.field[:]
     for field in kept:
-        if field.name == "attr":
+        if field.name in _RAW_FIELDS and (packed_deps or not field.name.endswith("_deps")):
+            field.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
+            field.label = descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL
+            field.ClearField("type_name")
+            field.ClearField("options")
+        elif field.name == "attr":
             field.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
             field.ClearField("type_name")
         elif field.name == "type":
             field.type = descriptor_pb2.FieldDescriptorProto.TYPE_INT32  # same varint on the wire
             field.ClearField("type_name")
         lite.field.add().CopyFrom(field)
-    wrapper = descriptor_pb2.FileDescriptorProto(name="astra_hetero_node_list.proto", package="astra_hetero",
+    package = "astra_hetero" if packed_deps else "astra_hetero_typed_deps"
+    wrapper = descriptor_pb2.FileDescriptorProto(name=f"{package}_node_list.proto", package=package,
                                                  syntax="proto3")
     wrapper.message_type.add().CopyFrom(lite)
     node_list = wrapper.message_type.add(name="NodeList")
     node_list.field.add(name="nodes", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
                         label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
-                        type_name=".astra_hetero.LiteNode")
+                        type_name=f".{package}.LiteNode")
     pool = descriptor_pool.DescriptorPool()
     pool.Add(wrapper)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("astra_hetero.NodeList"))
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.NodeList"))
 
 
-def _parse_nodes(path: Path) -> list[Any]:
+def _parse_nodes(path: Path) -> tuple[list[Any], bool]:
+    """The file's nodes, and whether their dependency lists are raw packed bytes (the usual case)."""
     if not path.is_file():
         raise RunDirError(f"{path}: trace file missing")
-    records = chakra_io.iter_records(path.read_bytes(), str(path))
+    data = path.read_bytes()
+    records = chakra_io.iter_records(data, str(path))
     first = next(records, None)
     if first is None:
         raise RunDirError(f"{path}: empty trace (no GlobalMetadata record)")
@@ -114,26 +126,50 @@ def _parse_nodes(path: Path) -> list[Any]:
         pb.GlobalMetadata().ParseFromString(first)
     except DecodeError as exc:
         raise RunDirError(f"{path}: first record is not GlobalMetadata ({exc})") from None
-    parts: list[bytes] = []
-    for record in records:
-        parts.append(_FIELD1_TAG)
-        parts.append(_varint(len(record)))
-        parts.append(record)
-    node_list = _node_list_class()()
+    payload = _reframed(path, data, _record_end(path, data, 0))
+    node_list = _parse_payload(path, payload, packed_deps=True)
+    # A field LiteNode does not know, or dependencies written unpacked (which proto3 parsers must
+    # accept), land in the unknown fields; then read the file again with typed dependency lists.
+    node_list.DiscardUnknownFields()
+    if node_list.ByteSize() == len(payload):
+        return list(node_list.nodes), True
+    return list(_parse_payload(path, payload, packed_deps=False).nodes), False
+
+
+def _parse_payload(path: Path, payload: bytes, packed_deps: bool) -> Any:
+    node_list = _node_list_class(packed_deps)()
     try:
-        node_list.ParseFromString(b"".join(parts))
+        node_list.ParseFromString(payload)
     except DecodeError as exc:
         raise RunDirError(f"{path}: a record is not a Chakra node ({exc})") from None
-    return list(node_list.nodes)
+    return node_list
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+def _record_end(path: Path, data: bytes, position: int) -> int:
+    """Where the length-prefixed record starting at `position` ends."""
+    size = data[position]
+    if size < 0x80:  # a one-byte length, as for most nodes: skip the general decoder
+        position += 1
+    else:
+        try:
+            size, position = _decode_varint(data, position)
+        except (IndexError, DecodeError):
+            raise RunDirError(f"{path}: truncated record header at byte {position}") from None
+    if position + size > len(data):
+        raise RunDirError(f"{path}: truncated record at byte {position} (needs {size} bytes)")
+    return position + size
+
+
+def _reframed(path: Path, data: bytes, start: int) -> bytes:
+    """The node records from `start` on as one `NodeList`: each record keeps its length prefix and
+    gains the field-1 tag in front, so no record is decoded or copied twice."""
+    view = memoryview(data)
+    records = []
+    position, end = start, len(data)
+    while position < end:
+        record_start, position = position, _record_end(path, data, position)
+        records.append(view[record_start:position])
+    return _FIELD1_TAG + _FIELD1_TAG.join(records) if records else b""
 
 
 def _attr_values(raw: tuple[bytes, ...], cache: dict[tuple[bytes, ...], dict[str, Any]]) -> dict[str, Any]:
@@ -149,15 +185,14 @@ def _attr_values(raw: tuple[bytes, ...], cache: dict[tuple[bytes, ...], dict[str
     return values
 
 
+def _label(node: Any) -> str:
+    return f"node {node.id} ({node.name.decode('utf-8', 'replace')!r})"
+
+
 def _require(values: dict[str, Any], key: str, path: Path, node: Any) -> int:
     if key not in values:
-        raise RunDirError(f"{path}: node {node.id} ({node.name!r}) lacks required attribute {key!r}")
+        raise RunDirError(f"{path}: {_label(node)} lacks required attribute {key!r}")
     return int(values[key])
-
-
-def read_packed_rank_trace(path: Path, num_ranks: int) -> tuple[Any, ...]:
-    """`read_rank_trace(...).packed()`, for worker processes."""
-    return read_rank_trace(path, num_ranks).packed()
 
 
 def read_rank_trace(path: Path, num_ranks: int) -> RankTrace:
@@ -166,41 +201,77 @@ def read_rank_trace(path: Path, num_ranks: int) -> RankTrace:
     Dependencies keep duplicates (a node listing the same predecessor as data and control dependency
     counts it twice and is released twice), which is consistent and saves deduplicating a million lists.
     """
-    nodes = _parse_nodes(path)
+    nodes, packed_deps = _parse_nodes(path)
     n = len(nodes)
-    ids, names = [0] * n, [""] * n
-    kinds, durations, sizes = [0] * n, [0] * n, [0] * n
-    coll_types, peers, tags, groups = [-1] * n, [-1] * n, [0] * n, [""] * n
-    deps: list[tuple[int, ...]] = [()] * n
+    ids = np.array([node.id for node in nodes], dtype=np.uint64)
+    names = [node.name for node in nodes]
+    kinds = _kinds(path, nodes)
+    durations = np.array([node.duration_micros for node in nodes], dtype=np.int64) * 1000
+    durations[kinds != KIND_COMP] = 0
+    sizes, tags = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    coll_types, peers = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    groups = np.full(n, -1, dtype=np.int64)
+    group_index: dict[str, int] = {}
     attr_cache: dict[tuple[bytes, ...], dict[str, Any]] = {}
-    kind_of = _KINDS
-    for i, node in enumerate(nodes):
-        ids[i] = node.id
-        names[i] = node.name
-        kind = kind_of.get(node.type)
-        if kind is None:
-            _unsupported(path, node)
-        kinds[i] = kind
-        ctrl = node.ctrl_deps
-        deps[i] = tuple(node.data_deps) + tuple(ctrl) if ctrl else tuple(node.data_deps)
-        if kind == KIND_COMP:
-            durations[i] = node.duration_micros * 1000
-            continue
+    kind_of = kinds.tolist()
+    for i in np.flatnonzero(kinds != KIND_COMP).tolist():
+        node, kind = nodes[i], kind_of[i]
         values = _attr_values(tuple(node.attr), attr_cache)
         sizes[i] = _require(values, "comm_size", path, node)
         if kind == KIND_COLL:
             coll_types[i] = _require(values, "comm_type", path, node)
-            groups[i] = str(values.get("pg_name", ""))
+            groups[i] = group_index.setdefault(str(values.get("pg_name", "")), len(group_index))
             continue
         peers[i] = _peer(values, kind, num_ranks, path, node)
         tags[i] = _require(values, "comm_tag", path, node)
-    _resolve_deps(path, ids, names, deps)
-    return RankTrace(str(path), ids, names, kinds, durations, sizes, coll_types, peers, tags, groups, deps)
+    dep_ends, deps = _packed_deps(path, nodes) if packed_deps else _typed_deps(nodes)
+    name_ends = np.cumsum([len(name) for name in names], dtype=np.int64)
+    trace = RankTrace(str(path), ids, b"".join(names), name_ends, kinds, durations, sizes, coll_types, peers,
+                      tags, tuple(group_index), groups, dep_ends, deps)
+    return _resolve_deps(trace)
+
+
+def _kinds(path: Path, nodes: list[Any]) -> np.ndarray:
+    types = np.array([node.type for node in nodes], dtype=np.int64)
+    kinds = np.zeros(len(nodes), dtype=np.int8)
+    for node_type in np.unique(types).tolist():
+        where = types == node_type
+        if node_type not in _KINDS:
+            _unsupported(path, nodes[int(np.argmax(where))])
+        kinds[where] = _KINDS[node_type]
+    return kinds
+
+
+def _packed_deps(path: Path, nodes: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """(ends, values) of every node's data then control dependencies, from their packed varints.
+
+    A varint is little-endian groups of 7 bits, every byte but the last with the high bit set; the
+    whole file's lists are decoded in one pass over their concatenation."""
+    raw = [node.data_deps + node.ctrl_deps for node in nodes]
+    data = np.frombuffer(b"".join(raw), dtype=np.uint8)
+    last = data < 0x80  # the final byte of a varint
+    byte_ends = np.cumsum([len(r) for r in raw], dtype=np.int64)
+    if len(data) and not last[-1] or np.any(last[byte_ends[byte_ends > 0] - 1] == 0):
+        raise RunDirError(f"{path}: a dependency list ends inside a varint")
+    starts = np.flatnonzero(np.concatenate(([True], last[:-1]))) if len(data) else np.zeros(0, np.int64)
+    position = np.arange(len(data)) - np.repeat(starts, np.diff(np.append(starts, len(data))))
+    if np.any(position > 9):
+        raise RunDirError(f"{path}: a dependency id is longer than 64 bits")
+    bits = (data & 0x7F).astype(np.uint64) << (7 * position).astype(np.uint64)
+    values = np.add.reduceat(bits, starts) if len(data) else np.zeros(0, np.uint64)
+    counted = np.concatenate(([0], np.cumsum(last, dtype=np.int64)))
+    return counted[byte_ends], values
+
+
+def _typed_deps(nodes: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    counts = [len(node.data_deps) + len(node.ctrl_deps) for node in nodes]
+    values = [d for node in nodes for deps in (node.data_deps, node.ctrl_deps) for d in deps]
+    return np.cumsum(counts, dtype=np.int64), np.array(values, dtype=np.uint64)
 
 
 def _unsupported(path: Path, node: Any) -> None:
     type_name = pb.NodeType.Name(node.type) if node.type in pb.NodeType.values() else node.type
-    raise RunDirError(f"{path}: node {node.id} ({node.name!r}) has unsupported type {type_name}; "
+    raise RunDirError(f"{path}: {_label(node)} has unsupported type {type_name}; "
                       "the embedded engine runs COMP, COMM_COLL, COMM_SEND and COMM_RECV nodes")
 
 
@@ -208,24 +279,33 @@ def _peer(values: dict[str, Any], kind: int, num_ranks: int, path: Path, node: A
     key = "comm_dst" if kind == KIND_SEND else "comm_src"
     peer = _require(values, key, path, node)
     if not 0 <= peer < num_ranks:
-        raise RunDirError(f"{path}: node {node.id} ({node.name!r}) {key}={peer} is not a rank "
+        raise RunDirError(f"{path}: {_label(node)} {key}={peer} is not a rank "
                           f"(0..{num_ranks - 1})")
     return peer
 
 
-def _resolve_deps(path: Path, ids: list[int], names: list[str], deps: list[tuple[int, ...]]) -> None:
-    """Turn dependency ids into indices in place (a no-op when ids are 0..n-1 in file order)."""
-    n = len(ids)
-    index = {node_id: i for i, node_id in enumerate(ids)}
-    if len(index) != n:
-        raise RunDirError(f"{path}: duplicate node ids")
-    identity = ids == list(range(n))
-    for i, node_deps in enumerate(deps):
-        if not node_deps:
-            continue
-        if identity and 0 <= min(node_deps) and max(node_deps) < n:
-            continue
-        missing = [d for d in node_deps if d not in index]
-        if missing:
-            raise RunDirError(f"{path}: node {ids[i]} ({names[i]!r}) depends on unknown node id {missing[0]}")
-        deps[i] = tuple(index[d] for d in node_deps)
+def _resolve_deps(trace: RankTrace) -> RankTrace:
+    """The trace with dependency ids turned into indices (a no-op when ids are 0..n-1 in file order)."""
+    ids, n = trace.ids, len(trace)
+    if np.array_equal(ids, np.arange(n, dtype=np.uint64)):
+        unknown = np.flatnonzero(trace.deps >= n)
+        if not len(unknown):
+            return _with_deps(trace, trace.deps.astype(np.int64))
+        index = dict.fromkeys(range(n))
+    else:
+        index = {node_id: i for i, node_id in enumerate(ids.tolist())}
+        if len(index) != n:
+            raise RunDirError(f"{trace.path}: duplicate node ids")
+    deps = trace.deps.tolist()
+    missing = [k for k, d in enumerate(deps) if d not in index]
+    if missing:
+        node = int(np.searchsorted(trace.dep_ends, missing[0], side="right"))
+        raise RunDirError(f"{trace.path}: {trace.describe(node)} depends on unknown node id "
+                          f"{deps[missing[0]]}")
+    return _with_deps(trace, np.array([index[d] for d in deps], dtype=np.int64))
+
+
+def _with_deps(trace: RankTrace, deps: np.ndarray) -> RankTrace:
+    return RankTrace(trace.path, trace.ids, trace.names, trace.name_ends, trace.kinds, trace.durations_ns,
+                     trace.sizes, trace.coll_types, trace.peers, trace.tags, trace.group_names, trace.groups,
+                     trace.dep_ends, deps)

@@ -11,19 +11,19 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
+
 from astra_hetero import chakra_io
 from astra_hetero.backends.embedded import collectives
 from astra_hetero.backends.embedded.rundir_reader import SimInput
-from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_RECV, KIND_SEND
+from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_RECV, KIND_SEND, RankTrace
 from astra_hetero.errors import RunDirError
 
 
 @dataclass(frozen=True)
 class FlatWorkload:
     offsets: list[int]
-    paths: list[str]
-    ids: list[int]
-    names: list[str]
+    traces: list[RankTrace]  # for names and ids, which only spans and error messages read
     kinds: list[int]
     rank_of: list[int]
     durations_ns: list[int]
@@ -34,76 +34,87 @@ class FlatWorkload:
     groups: list[int]  # index into group_names / group_members, -1 for non-collectives
     group_names: list[str]
     group_members: list[tuple[int, ...]]
-    successors: list[list[int] | None]
+    successor_bounds: list[int]  # node g's successors are successors[bounds[g]:bounds[g + 1]]
+    successors: list[int]
     num_deps: list[int]
     roots: list[int]
+
+    @property
+    def paths(self) -> list[str]:
+        return [t.path for t in self.traces]
+
+    def name(self, g: int) -> str:
+        rank = self.rank_of[g]
+        return self.traces[rank].name(g - self.offsets[rank])
 
     def coll_kind_name(self, g: int) -> str:
         return chakra_io.COLLECTIVE_NAMES[self.coll_types[g]]
 
     def describe(self, g: int, with_file: bool = True) -> str:
         rank = self.rank_of[g]
-        text = f"node {self.ids[g]} ({self.names[g]!r})"
-        return f"{self.paths[rank]}: {text}" if with_file else text
+        text = self.traces[rank].describe(g - self.offsets[rank])
+        return f"{self.traces[rank].path}: {text}" if with_file else text
 
 
 def flatten(sim: SimInput) -> FlatWorkload:
     traces = sim.traces
-    offsets, total = [], 0
-    for trace in traces:
-        offsets.append(total)
-        total += len(trace)
+    lengths = np.array([len(t) for t in traces], dtype=np.int64)
+    offsets = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+
+    def joined(column: str) -> list[int]:
+        return np.concatenate([getattr(t, column) for t in traces]).tolist() if traces else []
+
+    groups = _resolve_groups(sim, offsets)
+    successor_bounds, successors, num_deps = _link(traces, offsets)
     w = FlatWorkload(
-        offsets, [t.path for t in traces],
-        [x for t in traces for x in t.ids], [x for t in traces for x in t.names],
-        [x for t in traces for x in t.kinds], [r for r, t in enumerate(traces) for _ in range(len(t))],
-        [x for t in traces for x in t.durations_ns], [x for t in traces for x in t.sizes],
-        [x for t in traces for x in t.coll_types], [x for t in traces for x in t.peers],
-        [x for t in traces for x in t.tags], [-1] * total, list(sim.groups), list(sim.groups.values()),
-        [None] * total, [0] * total, [])
-    _link(w, traces)
-    _resolve_groups(w, sim)
+        offsets.tolist(), list(traces), joined("kinds"),
+        np.repeat(np.arange(len(traces)), lengths).tolist(), joined("durations_ns"), joined("sizes"),
+        joined("coll_types"), joined("peers"), joined("tags"), groups.tolist(), list(sim.groups),
+        list(sim.groups.values()), successor_bounds.tolist(), successors.tolist(), num_deps.tolist(),
+        np.flatnonzero(num_deps == 0).tolist())
+    _check_collective_types(w)
     _check_transfers(w)
     return w
 
 
-def _link(w: FlatWorkload, traces: list) -> None:
-    successors, num_deps = w.successors, w.num_deps
-    for base, trace in zip(w.offsets, traces, strict=True):
-        for i, deps in enumerate(trace.deps):
-            g = base + i
-            if not deps:
-                w.roots.append(g)
-                continue
-            num_deps[g] = len(deps)
-            for d in deps:
-                followers = successors[base + d]
-                if followers is None:
-                    successors[base + d] = [g]
-                else:
-                    followers.append(g)
+def _link(traces: list[RankTrace], offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Successor lists in one flat array, in the order the predecessors' files list them: the
+    dependency edges sorted (stably) by predecessor."""
+    if not traces:
+        return np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    num_deps = np.concatenate([np.diff(t.dep_ends, prepend=0) for t in traces])
+    followers = np.repeat(np.arange(len(num_deps)), num_deps)
+    predecessors = np.concatenate([t.deps + base for t, base in zip(traces, offsets.tolist(), strict=True)])
+    order = np.argsort(predecessors, kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(predecessors, minlength=len(num_deps)))))
+    return bounds, followers[order], num_deps
 
 
-def _resolve_groups(w: FlatWorkload, sim: SimInput) -> None:
-    index = {name: i for i, name in enumerate(w.group_names)}
-    member_sets = [frozenset(m) for m in w.group_members]
-    checked: set[int] = set()
-    for r, trace in enumerate(sim.traces):
-        base = w.offsets[r]
-        for i, kind in enumerate(trace.kinds):
-            if kind != KIND_COLL:
-                continue
-            g = base + i
-            group = index.get(trace.groups[i])
+def _resolve_groups(sim: SimInput, offsets: np.ndarray) -> np.ndarray:
+    """Every collective's comm group as an index into sim.groups (-1 for other nodes)."""
+    index = {name: i for i, name in enumerate(sim.groups)}
+    member_sets = [frozenset(m) for m in sim.groups.values()]
+    columns = []
+    for r, (trace, base) in enumerate(zip(sim.traces, offsets.tolist(), strict=True)):
+        local = np.full(len(trace.group_names) + 1, -1, dtype=np.int64)  # the last entry maps -1
+        for k, name in enumerate(trace.group_names):
+            first = base + int(np.argmax(trace.groups == k))
+            group = index.get(name)
             if group is None:
-                raise RunDirError(f"{w.describe(g)} uses pg_name {trace.groups[i]!r}, which "
-                                  "workload/comm_groups.json does not define")
+                raise RunDirError(f"{trace.path}: {trace.describe(first - base)} uses pg_name {name!r}, "
+                                  "which workload/comm_groups.json does not define")
             if r not in member_sets[group]:
-                raise RunDirError(f"{w.describe(g)}: rank {r} is not in comm group {trace.groups[i]!r}")
-            w.groups[g] = group
-            if trace.coll_types[i] not in checked:
-                _check_collective_type(w, g)
-                checked.add(trace.coll_types[i])
+                raise RunDirError(f"{trace.path}: {trace.describe(first - base)}: rank {r} is not in "
+                                  f"comm group {name!r}")
+            local[k] = group
+        columns.append(local[trace.groups])
+    return np.concatenate(columns) if columns else np.zeros(0, np.int64)
+
+
+def _check_collective_types(w: FlatWorkload) -> None:
+    coll_types = np.array(w.coll_types, dtype=np.int64)
+    for coll_type in np.unique(coll_types[np.array(w.kinds) == KIND_COLL]).tolist():
+        _check_collective_type(w, int(np.argmax(coll_types == coll_type)))
 
 
 def _check_collective_type(w: FlatWorkload, g: int) -> None:
