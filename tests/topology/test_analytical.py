@@ -24,8 +24,20 @@ def render(tmp_path, groups=None, **network):
 
 
 def network(root, relative=rundir.ANALYTICAL_NETWORK):
+    """The YAML with `bandwidth` turned back into decimal GB/s, and the comment lines."""
     text = (root / relative).read_text()
-    return yaml.safe_load(text), [line for line in text.splitlines() if line.startswith("#")]
+    net = yaml.safe_load(text)
+    net["bandwidth"] = pytest.approx([b * GIB_IN_GB for b in net["bandwidth"]], rel=1e-5)
+    return net, [line for line in text.splitlines() if line.startswith("#")]
+
+
+GIB_IN_GB = 2**30 / 1e9
+
+
+def test_bandwidth_is_written_in_gib_per_s_because_astra_sim_multiplies_by_2_to_the_30(tmp_path):
+    root = render(tmp_path, [node_group("h100", "h100-sxm", count=4)], nodes_per_leaf=4)
+    raw = yaml.safe_load((root / rundir.ANALYTICAL_NETWORK).read_text())
+    assert raw["bandwidth"] == pytest.approx([450 / GIB_IN_GB, 50 / GIB_IN_GB], rel=1e-5)
 
 
 def test_homogeneous_cluster_has_an_intra_and_an_inter_node_dimension(tmp_path):
@@ -51,7 +63,7 @@ def test_mixed_groups_take_the_bottleneck_and_say_so(tmp_path):
 def test_oversubscription_divides_the_inter_node_bandwidth(tmp_path):
     root = render(tmp_path, [node_group("h100", "h100-sxm", count=4)], oversubscription=2.0)
     net, comments = network(root)
-    assert net["bandwidth"][1] == pytest.approx(50 / 2)
+    assert net["bandwidth"] == [450, 50 / 2]
     assert any("oversubscription" in line for line in comments)
 
 
@@ -59,12 +71,12 @@ def test_each_group_is_divided_by_its_own_leafs_oversubscription(tmp_path):
     # 2:1 gives the H100 leaf (3200 Gbit/s down) 4 spines at 400 Gbit/s; the A100 leaf (1600 down)
     # reaches the same 4 spines, so it is not oversubscribed: min(400 / 2, 200 / 1) = 200 Gbit/s.
     net, _ = network(render(tmp_path, oversubscription=2.0))
-    assert net["bandwidth"][1] == pytest.approx(25)
+    assert net["bandwidth"] == [300, 25]
 
 
 def test_rail_traffic_between_nodes_stays_on_its_rail(tmp_path):
     net, _ = network(render(tmp_path, topology="rail_optimized", oversubscription=2.0))
-    assert net["bandwidth"][1] == 25
+    assert net["bandwidth"] == [300, 25]
     assert net["latency"][1] == pytest.approx((100 + 2 * 500 + 100) / 2)  # GPU-NIC-rail-NIC-GPU
 
 
@@ -80,7 +92,7 @@ def test_groups_with_different_gpus_per_node_fall_back_to_one_dimension(tmp_path
 
 def test_single_node_is_one_fabric_dimension(tmp_path):
     net, _ = network(render(tmp_path, [node_group("h100", "h100-sxm", count=1, gpus_per_node=8)]))
-    assert (net["npus_count"], net["bandwidth"]) == ([8], [450])
+    assert net["npus_count"] == [8] and net["bandwidth"] == [450]
 
 
 @pytest.mark.parametrize("topology", ["single_switch", "spine_leaf", "rail_optimized"])

@@ -96,14 +96,16 @@ def rank_labels(manifest: dict[str, Any], run_dir: Path) -> list[dict[str, Any]]
 def to_result(backend: str, parsed: ParsedRun, labels: list[dict[str, Any]], outcome: ProcessOutcome,
               meta: dict[str, Any]) -> RunResult:
     """Cycles -> µs. idle = iteration − compute − exposed communication (bubbles, waiting on peers)."""
-    iteration_us = max(rank.finish for rank in parsed.ranks) / 1000
+    iteration_cycles = max(rank.finish for rank in parsed.ranks)
+    iteration_us = iteration_cycles / 1000
     ranks = []
     for cycles, label in zip(parsed.ranks, labels, strict=True):
-        compute_us, exposed_us = cycles.gpu / 1000, cycles.exposed_comm / 1000
+        # Subtract in integer cycles: in float µs a rank that finished last came out at -2e-10 idle.
+        idle_cycles = iteration_cycles - cycles.gpu - cycles.exposed_comm
         ranks.append(RankResult(
             rank=cycles.rank, gpu=str(label["gpu"]), stage=int(label["stage"]), replica=int(label["replica"]),
-            finish_us=cycles.finish / 1000, compute_us=compute_us, exposed_comm_us=exposed_us,
-            idle_us=iteration_us - compute_us - exposed_us,
+            finish_us=cycles.finish / 1000, compute_us=cycles.gpu / 1000,
+            exposed_comm_us=cycles.exposed_comm / 1000, idle_us=idle_cycles / 1000,
             node=label.get("node"), tp_index=label.get("tp_index"),
         ))
     return RunResult(

@@ -47,7 +47,7 @@ class EmbeddedBackend:
         stats = tuple(
             CollectiveStat(group=c.group, type=c.kind, bytes=c.size, start_us=c.start_ns / 1000,
                            end_us=c.end_ns / 1000, name=outcome.workload.name(c.nodes[0]),
-                           num_ranks=len(c.ranks) + (1 if c.recv >= 0 else 0))
+                           num_ranks=len(c.nodes) + (1 if c.recv >= 0 else 0))
             for c in sorted(outcome.comms, key=lambda c: (c.start_ns, c.nodes[0])))
         result = RunResult(
             backend=self.name, iteration_time_us=iteration_ns / 1000, ranks=ranks, collectives=stats,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from itertools import pairwise
 
 from astra_hetero.backends.embedded import events
 from astra_hetero.backends.embedded.network import Flow, FlowNetwork
@@ -36,15 +37,13 @@ _MAX_REPORTED = 8
 class Comm:
     """One collective instance or one send/recv transfer while it runs (and its record after)."""
 
-    __slots__ = ("group", "kind", "size", "nodes", "ranks", "plan", "phase", "start_ns", "end_ns", "recv",
-                 "arrived")
+    __slots__ = ("group", "kind", "size", "nodes", "plan", "phase", "start_ns", "end_ns", "recv", "arrived")
 
     def __init__(self, group: str, kind: str, size: int, plan: tuple[PhasePlan, ...]) -> None:
         self.group = group
         self.kind = kind
         self.size = size
-        self.nodes: list[int] = []
-        self.ranks: list[int] = []
+        self.nodes: list[int] = []  # a collective's member nodes in issue order; a transfer's send
         self.plan = plan
         self.phase = 0
         self.start_ns = -1
@@ -74,11 +73,14 @@ class Engine:
         self.kinds, self.rank_of = self.w.kinds, self.w.rank_of
         self.successors, self.successor_bounds = self.w.successors, self.w.successor_bounds
         self.durations_ns = self.w.durations_ns
+        self.groups, self.group_members, self.sizes = self.w.groups, self.w.group_members, self.w.sizes
+        self.coll_types = self.w.coll_types
         router = Router(sim.topology)
         self.planner = Planner(router, sim.machines, sim.algorithm)
         self.net = FlowNetwork(router.bundle_bytes_per_ns)
         self.queue = events.EventQueue()
         n, num_ranks = len(self.w.kinds), sim.num_ranks
+        self.num_ranks, self.num_groups = num_ranks, len(self.w.group_names)
         self.pending = list(self.w.num_deps)
         self.start_ns = [-1] * n
         self.end_ns = [-1] * n
@@ -88,14 +90,12 @@ class Engine:
         self.last_ns = [0] * num_ranks
         self.compute_ns = [0] * num_ranks
         self.exposed_ns = [0] * num_ranks
-        self.finish_ns = [0] * num_ranks
         # collectives issued per (group, rank), at group * num_ranks + rank
         self.issued = [0] * (len(self.w.group_names) * num_ranks)
         self.forming: dict[int, Comm] = {}  # k * num_groups + group -> the k-th collective of group
         self.sends: dict[tuple[int, int, int], deque[Comm]] = {}
         self.recvs: dict[tuple[int, int, int], deque[int]] = {}
         self.done: list[Comm] = []
-        self.num_done = 0
 
     def run(self) -> EngineOutcome:
         for g in self.w.roots:
@@ -106,21 +106,27 @@ class Engine:
         while queue:
             now, kind, payload = pop()
             if kind == events.COMPUTE_DONE:
-                compute_done(payload, now)
+                compute_done(payload, now)  # a list of nodes that finish at `now`, in event order
             elif kind == events.FLOW_DONE:
                 flow, version = payload
                 if version == flow.version:
                     flow_done(flow, now)
             else:
                 phase_done(payload, now)
-        if self.num_done != len(self.w.kinds):
+        if -1 in self.end_ns:
             raise SimulationDeadlock(self._deadlock_report())
-        return EngineOutcome(self.finish_ns, self.compute_ns, self.exposed_ns, self.done, self.w,
+        return EngineOutcome(self._finish_times(), self.compute_ns, self.exposed_ns, self.done, self.w,
                              self.start_ns, self.end_ns, queue.num_scheduled, self.net.num_recomputes)
 
+    def _finish_times(self) -> list[int]:
+        """Each rank's last completion (0 for a rank without nodes), found once rather than per node."""
+        ends, bounds = self.end_ns, [*self.w.offsets, len(self.end_ns)]
+        return [max(ends[first:end], default=0) for first, end in pairwise(bounds)]
+
     # --- time accounting -------------------------------------------------------------------------
-    # `_account` is inlined where it runs once per node (compute start and end); it charges the time
-    # since the rank's last change to compute, to exposed communication, or to nothing (idle).
+    # `_account` is inlined where it runs once per node (compute start and end, collective members'
+    # start and end); it charges the time since the rank's last change to compute, to exposed
+    # communication, or to nothing (idle).
     def _account(self, rank: int, now: int) -> None:
         elapsed = now - self.last_ns[rank]
         if elapsed:
@@ -156,10 +162,6 @@ class Engine:
 
     def _complete(self, g: int, now: int) -> None:
         self.end_ns[g] = now
-        self.num_done += 1
-        rank = self.rank_of[g]
-        if now > self.finish_ns[rank]:
-            self.finish_ns[rank] = now
         first, end = self.successor_bounds[g], self.successor_bounds[g + 1]
         if first == end:
             return
@@ -169,12 +171,24 @@ class Engine:
             pending[s] = left
             if left:
                 continue
-            if kinds[s] != KIND_COMP:  # _ready, with the most frequent case inlined
-                self._ready(s, now)
-            elif busy[rank_of[s]]:
-                self.ready_compute[rank_of[s]].append(s)
+            kind = kinds[s]  # _ready, with the two most frequent cases inlined
+            if kind == KIND_COMP:
+                rank = rank_of[s]
+                if busy[rank]:
+                    self.ready_compute[rank].append(s)
+                    continue
+                elapsed = now - self.last_ns[rank]  # _start_compute, inlined
+                if elapsed:
+                    if self.active[rank]:
+                        self.exposed_ns[rank] += elapsed
+                    self.last_ns[rank] = now
+                busy[rank] = True
+                self.start_ns[s] = now
+                self.queue.push_batched(now + self.durations_ns[s], events.COMPUTE_DONE, s)
+            elif kind == KIND_COLL:
+                self._issue_collective(s, now)
             else:
-                self._start_compute(rank_of[s], s, now)
+                self._ready(s, now)
 
     def _start_compute(self, rank: int, g: int, now: int) -> None:
         elapsed = now - self.last_ns[rank]  # not busy: the time since the last change was not compute
@@ -184,53 +198,64 @@ class Engine:
             self.last_ns[rank] = now
         self.busy[rank] = True
         self.start_ns[g] = now
-        self.queue.push(now + self.durations_ns[g], events.COMPUTE_DONE, g)
+        self.queue.push_batched(now + self.durations_ns[g], events.COMPUTE_DONE, g)
 
-    def _compute_done(self, g: int, now: int) -> None:
-        rank = self.rank_of[g]
-        self._complete(g, now)  # still busy: compute nodes it releases queue up behind earlier ones
-        elapsed = now - self.last_ns[rank]
-        if elapsed:
-            self.compute_ns[rank] += elapsed
-            self.last_ns[rank] = now
-        waiting = self.ready_compute[rank]
-        if waiting:  # the rank stays busy: no time passes between the two nodes
-            g = waiting.popleft()
-            self.start_ns[g] = now
-            self.queue.push(now + self.durations_ns[g], events.COMPUTE_DONE, g)
-        else:
-            self.busy[rank] = False
+    def _compute_done(self, nodes: list[int], now: int) -> None:
+        rank_of, last_ns, compute_ns, complete = self.rank_of, self.last_ns, self.compute_ns, self._complete
+        for g in nodes:
+            rank = rank_of[g]
+            complete(g, now)  # still busy: compute nodes it releases queue up behind earlier ones
+            elapsed = now - last_ns[rank]
+            if elapsed:
+                compute_ns[rank] += elapsed
+                last_ns[rank] = now
+            waiting = self.ready_compute[rank]
+            if waiting:  # the rank stays busy: no time passes between the two nodes
+                g = waiting.popleft()
+                self.start_ns[g] = now
+                self.queue.push_batched(now + self.durations_ns[g], events.COMPUTE_DONE, g)
+            else:
+                self.busy[rank] = False
 
     # --- collectives ------------------------------------------------------------------------------
     def _issue_collective(self, g: int, now: int) -> None:
-        w = self.w
-        rank, group = w.rank_of[g], w.groups[g]
-        counter = group * len(self.busy) + rank
+        rank, group = self.rank_of[g], self.groups[g]
+        counter = group * self.num_ranks + rank
         k = self.issued[counter]
         self.issued[counter] = k + 1
-        key = k * len(w.group_names) + group
+        key = k * self.num_groups + group
         comm = self.forming.get(key)
         if comm is None:
-            members = w.group_members[group]
+            w = self.w
             kind = w.coll_kind_name(g)
-            comm = Comm(w.group_names[group], kind, w.sizes[g], self.planner.collective(members, kind))
+            comm = Comm(w.group_names[group], kind, self.sizes[g], self.planner.collective(
+                self.group_members[group], kind))
             self.forming[key] = comm
-        elif w.coll_types[g] != w.coll_types[comm.nodes[0]] or w.sizes[g] != comm.size:
+        elif self.coll_types[g] != self.coll_types[comm.nodes[0]] or self.sizes[g] != comm.size:
+            w = self.w
             raise RunDirError(f"{w.describe(g)} is matched with {w.describe(comm.nodes[0])} (the same "
                               f"collective of group {comm.group!r}) but differs in type or size")
         nodes = comm.nodes
         nodes.append(g)
-        comm.ranks.append(rank)
-        if len(nodes) == len(w.group_members[group]):
+        if len(nodes) == len(self.group_members[group]):
             del self.forming[key]
             self._start_comm(comm, now)
 
     def _start_comm(self, comm: Comm, now: int) -> None:
+        """Start every member's node (`_begin_comm`, inlined: it runs once per member)."""
         comm.start_ns = now
-        start_ns, begin = self.start_ns, self._begin_comm
-        for rank, g in zip(comm.ranks, comm.nodes, strict=True):
+        start_ns, rank_of, last_ns, active = self.start_ns, self.rank_of, self.last_ns, self.active
+        for g in comm.nodes:
             start_ns[g] = now
-            begin(rank, now)
+            rank = rank_of[g]
+            elapsed = now - last_ns[rank]
+            if elapsed:
+                if self.busy[rank]:
+                    self.compute_ns[rank] += elapsed
+                elif active[rank]:
+                    self.exposed_ns[rank] += elapsed
+                last_ns[rank] = now
+            active[rank] += 1
         self._start_phase(comm, now)
 
     def _start_phase(self, comm: Comm, now: int) -> None:
@@ -242,7 +267,7 @@ class Engine:
         if not phase.links or num_bytes <= 0:
             self.queue.push(now + phase.latency_ns, events.PHASE_DONE, comm)
             return
-        self._push_finishes(self.net.add(Flow(phase.links, num_bytes, comm), now), now)
+        self._push_finishes(self.net.add(Flow(phase.links, num_bytes, comm, phase.solo_rate), now), now)
 
     def _push_finishes(self, flows: list[Flow], now: int) -> None:
         push = self.queue.push
@@ -260,18 +285,25 @@ class Engine:
         self._start_phase(comm, now)
 
     def _finish_comm(self, comm: Comm, now: int) -> None:
+        """End every member's node (`_end_comm`, inlined: it runs once per member) and complete it."""
         comm.end_ns = now
         self.done.append(comm)
-        end, complete = self._end_comm, self._complete
-        for rank, g in zip(comm.ranks, comm.nodes, strict=True):
-            end(rank, now)
+        rank_of, last_ns, active, complete = self.rank_of, self.last_ns, self.active, self._complete
+        for g in comm.nodes:
+            rank = rank_of[g]
+            elapsed = now - last_ns[rank]
+            if elapsed:
+                if self.busy[rank]:
+                    self.compute_ns[rank] += elapsed
+                elif active[rank]:
+                    self.exposed_ns[rank] += elapsed
+                last_ns[rank] = now
+            active[rank] -= 1
             complete(g, now)
-        if comm.kind == "send_recv":
-            comm.arrived = True
-            if comm.recv >= 0:
-                rank = self.w.rank_of[comm.recv]
-                self._end_comm(rank, now)
-                self._complete(comm.recv, now)
+        comm.arrived = True  # a transfer: its recv, when issued from now on, completes at once
+        if comm.recv >= 0:  # a transfer whose recv was issued before the data arrived
+            self._end_comm(self.rank_of[comm.recv], now)
+            self._complete(comm.recv, now)
 
     # --- point to point ---------------------------------------------------------------------------
     def _issue_send(self, g: int, now: int) -> None:
@@ -279,7 +311,6 @@ class Engine:
         src, dst = w.rank_of[g], w.peers[g]
         comm = Comm(f"{src}->{dst}", "send_recv", w.sizes[g], self.planner.transfer(src, dst))
         comm.nodes.append(g)
-        comm.ranks.append(src)
         key = (src, dst, w.tags[g])
         waiting = self.recvs.get(key)
         if waiting:
@@ -313,7 +344,7 @@ class Engine:
         for g, end in enumerate(self.end_ns):
             if end < 0 and self.pending[g] == 0:
                 waiting.setdefault(w.rank_of[g], []).append(g)
-        lines = [f"deadlock: {len(w.kinds) - self.num_done} nodes never ran; "
+        lines = [f"deadlock: {self.end_ns.count(-1)} nodes never ran; "
                  f"{len(waiting)} ranks wait on issued nodes that cannot complete:"]
         for rank in sorted(waiting)[:_MAX_REPORTED]:
             nodes = ", ".join(w.describe(g, with_file=False) for g in waiting[rank][:_MAX_REPORTED])

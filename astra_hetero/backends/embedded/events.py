@@ -4,6 +4,13 @@ Events at the same nanosecond run in priority order, and among equal priorities 
 were scheduled (`seq`, a counter of this queue, never global). That makes every run of a directory
 replay the same sequence. Priorities put completions before new work at one instant, so a rank that
 finishes a compute node and has the next one ready starts it at the same time stamp.
+
+Batched events: many events are scheduled back to back with the same time and priority (the members
+of a tensor-parallel group start identical compute nodes when their collective ends). `push_batched`
+appends such an event to the list payload of the one scheduled just before it, so the heap holds one
+entry for the run. Nothing can sort between events of one time and priority whose seqs are consecutive
+(anything scheduled later has a larger seq), so running a list's items in order is exactly running
+them one event at a time.
 """
 
 from __future__ import annotations
@@ -18,19 +25,34 @@ PHASE_DONE = 2
 
 
 class EventQueue:
-    __slots__ = ("_heap", "_seq")
+    __slots__ = ("_heap", "_seq", "_open")
 
     def __init__(self) -> None:
         self._heap: list[tuple[int, int, int, Any]] = []
         self._seq = 0
+        # the batched entry scheduled last, while it is still queued and nothing was scheduled after it
+        self._open: tuple[int, int, int, list[Any]] | None = None
 
     def push(self, time_ns: int, priority: int, payload: Any) -> None:
         self._seq += 1
+        self._open = None
         heapq.heappush(self._heap, (time_ns, priority, self._seq, payload))
 
+    def push_batched(self, time_ns: int, priority: int, item: Any) -> None:
+        """Schedule an event whose payload is a list of items (see the module docstring)."""
+        self._seq += 1  # counted as one event either way, so `num_scheduled` does not depend on batching
+        entry = self._open
+        if entry is not None and entry[0] == time_ns and entry[1] == priority:
+            entry[3].append(item)
+            return
+        self._open = entry = (time_ns, priority, self._seq, [item])
+        heapq.heappush(self._heap, entry)
+
     def pop(self) -> tuple[int, int, Any]:
-        time_ns, priority, _, payload = heapq.heappop(self._heap)
-        return time_ns, priority, payload
+        entry = heapq.heappop(self._heap)
+        if entry is self._open:
+            self._open = None
+        return entry[0], entry[1], entry[3]
 
     def __len__(self) -> int:
         return len(self._heap)

@@ -25,14 +25,23 @@ _EPS = 1e-9
 _SLACK = 1e-6  # margin below capacity for a link to count as slack (demand is a float sum)
 
 
+def solo_rate(links: tuple[tuple[int, float], ...], capacities: list[float]) -> float:
+    """The rate a flow over `links` gets when it is alone on them."""
+    return min(capacities[link] / weight for link, weight in links)
+
+
 class Flow:
+    """`solo_rate` is the flow's `solo_rate(links, capacities)`: callers that start many flows over
+    the same links pass it, computed once; 0 (unknown) makes `FlowNetwork.add` compute it."""
+
     __slots__ = ("links", "remaining", "rate", "solo_rate", "updated_at", "version", "owner")
 
-    def __init__(self, links: tuple[tuple[int, float], ...], num_bytes: float, owner: object) -> None:
+    def __init__(self, links: tuple[tuple[int, float], ...], num_bytes: float, owner: object,
+                 solo_rate: float = 0.0) -> None:
         self.links = links
         self.remaining = float(num_bytes)
         self.rate = 0.0
-        self.solo_rate = 0.0
+        self.solo_rate = solo_rate
         self.updated_at = 0
         self.version = 0
         self.owner = owner
@@ -52,9 +61,14 @@ class FlowNetwork:
     def add(self, flow: Flow, now: int) -> list[Flow]:
         """Start `flow` at `now`; return the flows (it included) whose rate, hence finish time, changed."""
         flow.updated_at = now
-        capacity, users, demand = self.capacity, self.users, self.demand
-        flow.solo_rate = solo = min(capacity[link] / weight for link, weight in flow.links)
-        if not any(users[link] for link, _ in flow.links):
+        users, demand = self.users, self.demand
+        if not flow.solo_rate:
+            flow.solo_rate = solo_rate(flow.links, self.capacity)
+        solo = flow.solo_rate
+        for link, _ in flow.links:  # a loop rather than any(): most flows find every link idle
+            if users[link]:
+                break
+        else:
             return self._add_alone(flow)
         for link, weight in flow.links:
             users[link][flow] = weight
@@ -80,17 +94,18 @@ class FlowNetwork:
     def remove(self, flow: Flow, now: int) -> list[Flow]:
         """Take `flow` out at `now`; return the other flows whose rate changed."""
         seeds: list[Flow] = []
-        load, demand, all_users = self.load, self.demand, self.users
+        load, demand, all_users, capacity = self.load, self.demand, self.users, self.capacity
+        rate, solo = flow.rate, flow.solo_rate
         for link, weight in flow.links:
             users = all_users[link]
             del users[flow]
             if not users:  # reset rather than subtract, so rounding never accumulates on an idle link
                 load[link] = demand[link] = 0.0
                 continue
-            if load[link] >= self.capacity[link] * (1 - _EPS):  # saturated: the others may speed up
+            if load[link] >= capacity[link] * (1 - _EPS):  # saturated: the others may speed up
                 seeds.extend(users)
-            load[link] -= weight * flow.rate
-            demand[link] -= weight * flow.solo_rate
+            load[link] -= weight * rate
+            demand[link] -= weight * solo
         return self._recompute(seeds, now) if seeds else []
 
     def _try_fast_add(self, flow: Flow) -> bool:

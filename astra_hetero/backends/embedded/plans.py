@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from astra_hetero.backends.embedded import collectives
+from astra_hetero.backends.embedded.network import solo_rate
 from astra_hetero.backends.embedded.routing import Router
 
 
@@ -18,6 +19,7 @@ class PhasePlan:
     links: tuple[tuple[int, float], ...]  # directed link -> summed fraction of the phase's sub-flows
     bytes_fraction: float
     latency_ns: int
+    solo_rate: float  # the phase's flow rate alone on its links (0 without links), computed once here
 
 
 class Planner:
@@ -51,4 +53,6 @@ class Planner:
             latency = max(latency, route.latency_ns)
             for link, share in route.links:
                 links[link] = links.get(link, 0.0) + share
-        return PhasePlan(tuple(sorted(links.items())), fraction, steps * latency)
+        sorted_links = tuple(sorted(links.items()))
+        solo = solo_rate(sorted_links, self.router.bundle_bytes_per_ns) if sorted_links else 0.0
+        return PhasePlan(sorted_links, fraction, steps * latency, solo)

@@ -38,7 +38,7 @@ class Router:
         self._neighbours = np.array([topo.link_dst[k] for links in topo.out_links for k in links],
                                     dtype=np.int64)
         self._forwards = np.array(topo.is_switch, dtype=bool)
-        self._distances: dict[int, np.ndarray] = {}
+        self._distances: dict[int, list[int]] = {}
         self._routes: dict[tuple[int, int], Route] = {}
         self.bundle_of, self.bundle_bytes_per_ns = _bundles(topo)
 
@@ -49,10 +49,12 @@ class Router:
             route = self._routes[key] = self._build(self.topo.npus[src_rank], self.topo.npus[dst_rank])
         return route
 
-    def _distance_to(self, target: int) -> np.ndarray:
-        dist = self._distances.get(target)
-        if dist is not None:
-            return dist
+    def _distance_to(self, target: int) -> list[int]:
+        """Hops from every node to `target` (-1: unreachable), as a list: routes read it an element at
+        a time, which costs far less on a list than on an array."""
+        cached = self._distances.get(target)
+        if cached is not None:
+            return cached
         dist = np.full(self.topo.num_nodes, -1, dtype=np.int64)
         dist[target] = 0
         frontier = np.array([target], dtype=np.int64)
@@ -66,8 +68,8 @@ class Router:
             reached = np.unique(reached[dist[reached] < 0])
             dist[reached] = level
             frontier = reached[self._forwards[reached]]  # hosts are reached, never passed through
-        self._distances[target] = dist
-        return dist
+        self._distances[target] = distances = dist.tolist()
+        return distances
 
     def _build(self, src: int, dst: int) -> Route:
         if src == dst:
@@ -76,6 +78,7 @@ class Router:
         if dist[src] < 0:
             raise RunDirError(f"topology: no path from node {src} to node {dst} through switches")
         topo = self.topo
+        out_links, link_dst, is_switch = topo.out_links, topo.link_dst, topo.is_switch
         share = {src: 1.0}
         latency = {src: 0}
         links: dict[int, float] = {}
@@ -83,12 +86,12 @@ class Router:
         while frontier:
             following: list[int] = []
             for node in frontier:
-                next_links = [k for k in topo.out_links[node]
-                              if dist[topo.link_dst[k]] == dist[node] - 1
-                              and (topo.is_switch[topo.link_dst[k]] or topo.link_dst[k] == dst)]
+                closer = dist[node] - 1
+                next_links = [k for k in out_links[node] if dist[link_dst[k]] == closer
+                              and (is_switch[link_dst[k]] or link_dst[k] == dst)]
                 part = share[node] / len(next_links)
                 for k in next_links:
-                    hop = topo.link_dst[k]
+                    hop = link_dst[k]
                     bundle = self.bundle_of[k]
                     links[bundle] = links.get(bundle, 0.0) + part
                     if hop not in share and hop != dst:

@@ -61,19 +61,20 @@ def flatten(sim: SimInput) -> FlatWorkload:
     lengths = np.array([len(t) for t in traces], dtype=np.int64)
     offsets = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
 
-    def joined(column: str) -> list[int]:
-        return np.concatenate([getattr(t, column) for t in traces]).tolist() if traces else []
+    def joined(column: str) -> np.ndarray:
+        return np.concatenate([getattr(t, column) for t in traces]) if traces else np.zeros(0, np.int64)
 
+    kinds, coll_types = joined("kinds"), joined("coll_types")
     groups = _resolve_groups(sim, offsets)
     successor_bounds, successors, num_deps = _link(traces, offsets)
     w = FlatWorkload(
-        offsets.tolist(), list(traces), joined("kinds"),
-        np.repeat(np.arange(len(traces)), lengths).tolist(), joined("durations_ns"), joined("sizes"),
-        joined("coll_types"), joined("peers"), joined("tags"), groups.tolist(), list(sim.groups),
-        list(sim.groups.values()), successor_bounds.tolist(), successors.tolist(), num_deps.tolist(),
-        np.flatnonzero(num_deps == 0).tolist())
-    _check_collective_types(w)
-    _check_transfers(w)
+        offsets.tolist(), list(traces), kinds.tolist(),
+        np.repeat(np.arange(len(traces)), lengths).tolist(), joined("durations_ns").tolist(),
+        joined("sizes").tolist(), coll_types.tolist(), joined("peers").tolist(), joined("tags").tolist(),
+        groups.tolist(), list(sim.groups), list(sim.groups.values()), successor_bounds.tolist(),
+        successors.tolist(), num_deps.tolist(), np.flatnonzero(num_deps == 0).tolist())
+    _check_collective_types(w, kinds, coll_types)
+    _check_transfers(w, np.flatnonzero(np.isin(kinds, (KIND_SEND, KIND_RECV))).tolist())
     return w
 
 
@@ -111,9 +112,8 @@ def _resolve_groups(sim: SimInput, offsets: np.ndarray) -> np.ndarray:
     return np.concatenate(columns) if columns else np.zeros(0, np.int64)
 
 
-def _check_collective_types(w: FlatWorkload) -> None:
-    coll_types = np.array(w.coll_types, dtype=np.int64)
-    for coll_type in np.unique(coll_types[np.array(w.kinds) == KIND_COLL]).tolist():
+def _check_collective_types(w: FlatWorkload, kinds: np.ndarray, coll_types: np.ndarray) -> None:
+    for coll_type in np.unique(coll_types[kinds == KIND_COLL]).tolist():
         _check_collective_type(w, int(np.argmax(coll_types == coll_type)))
 
 
@@ -124,21 +124,21 @@ def _check_collective_type(w: FlatWorkload, g: int) -> None:
                           f"the embedded backend (supported: {', '.join(collectives.SUPPORTED_KINDS)})")
 
 
-def _check_transfers(w: FlatWorkload) -> None:
-    """Every (src, dst, tag) must have as many sends on src as recvs on dst; name the first extra."""
+def _check_transfers(w: FlatWorkload, transfers: list[int]) -> None:
+    """Every (src, dst, tag) must have as many sends on src as recvs on dst; name the first extra.
+    `transfers` are the send and recv nodes, in node order."""
     sends: Counter[tuple[int, int, int]] = Counter()
     recvs: Counter[tuple[int, int, int]] = Counter()
-    for g, kind in enumerate(w.kinds):
-        if kind == KIND_SEND:
+    for g in transfers:
+        if w.kinds[g] == KIND_SEND:
             sends[(w.rank_of[g], w.peers[g], w.tags[g])] += 1
-        elif kind == KIND_RECV:
+        else:
             recvs[(w.peers[g], w.rank_of[g], w.tags[g])] += 1
     if sends == recvs:
         return
     seen: Counter[tuple[int, int, int, int]] = Counter()
-    for g, kind in enumerate(w.kinds):  # the first send (recv) beyond its peer's count is unmatched
-        if kind not in (KIND_SEND, KIND_RECV):
-            continue
+    for g in transfers:  # the first send (recv) beyond its peer's count is unmatched
+        kind = w.kinds[g]
         src, dst = (w.rank_of[g], w.peers[g]) if kind == KIND_SEND else (w.peers[g], w.rank_of[g])
         key = (src, dst, w.tags[g])
         mine, theirs = (sends, recvs) if kind == KIND_SEND else (recvs, sends)
