@@ -143,6 +143,8 @@ def _context(
         first_layer=first,
         num_layers=end - first,
         blocks=blocks[layout.devices[rank].gpu_type],
+        tp_size=par.tp,
+        dp_size=par.dp,
         has_tp_group="tp" in roles,
         has_dp_group="dp" in roles,
         has_embedding_group="embedding" in roles,
@@ -199,6 +201,8 @@ def manifest(plan: WorkloadPlan) -> dict[str, Any]:
                 "tp_index": place.tp_index,
                 "layers": [first, end],
                 "num_micro_batches": partition.micro_batches_per_replica[place.replica],
+                # peak device-memory bandwidth, as ASTRA-sim's local-mem-bw: collectives reduce through it
+                "hbm_gbytes_per_s": device.spec.gpu.hbm_tbps * device.spec.gpu.compute_multiplier * 1000,
             }
         )
     groups = {

@@ -60,6 +60,8 @@ class RankContext:
     first_layer: int
     num_layers: int
     blocks: DeviceBlocks
+    tp_size: int
+    dp_size: int
     has_tp_group: bool
     has_dp_group: bool
     has_embedding_group: bool  # tied embeddings span the first and last stage
@@ -99,8 +101,14 @@ class RankGraph:
         self.last_compute = node.id
         return node.id
 
-    def collective(self, name: str, comm_type: str, size: int, group: str, deps: list[int]) -> int:
+    def collective(
+        self, name: str, comm_type: str, size: float, group: str, group_size: int, deps: list[int]
+    ) -> int:
+        """`size` is the collective's full buffer; the node carries Chakra's `comm_size`, which for an
+        all-gather is each rank's input (ASTRA-sim gathers N × comm_size), for the others the buffer."""
         node = self.add(name, COLL, deps)
+        if comm_type == "all_gather":
+            size /= group_size
         node.comm_type, node.bytes, node.group = comm_type, int(size), group
         return node.id
 
@@ -117,8 +125,9 @@ class _Pass:
     end of the pass), so e.g. one layer's closing residual joins the next layer's first norm.
     """
 
-    def __init__(self, graph: RankGraph, deps: list[int], with_tp: bool) -> None:
-        self.graph, self.deps, self.with_tp = graph, deps, with_tp
+    def __init__(self, graph: RankGraph, deps: list[int], ctx: RankContext) -> None:
+        self.graph, self.deps = graph, deps
+        self.with_tp, self.tp_size = ctx.has_tp_group, ctx.tp_size
         self.pending: list[tuple[str, Segment]] = []
 
     def block(self, prefix: str, block: Block) -> None:
@@ -128,7 +137,12 @@ class _Pass:
                     self.flush()
                     self.deps = [
                         self.graph.collective(
-                            f"{prefix}.{item.kind}{index}", item.kind, item.bytes, "tp", self.deps
+                            f"{prefix}.{item.kind}{index}",
+                            item.kind,
+                            item.bytes,
+                            "tp",
+                            self.tp_size,
+                            self.deps,
                         )
                     ]
             else:
@@ -175,7 +189,7 @@ def _forward(graph: RankGraph, ctx: RankContext, mb: int) -> None:
     first, last = ctx.stage == 0, ctx.stage == ctx.num_stages - 1
     deps = [] if first else _recv(graph, ctx, "prev", ctx.stage - 1, mb, backward=False)
     prefix = f"F.mb{mb}"
-    run = _Pass(graph, deps, ctx.has_tp_group)
+    run = _Pass(graph, deps, ctx)
     if first:
         run.block(f"{prefix}.embed", ctx.blocks.embedding_fwd)
     for layer in range(ctx.first_layer, ctx.first_layer + ctx.num_layers):
@@ -193,7 +207,7 @@ def _backward(graph: RankGraph, ctx: RankContext, mb: int, buckets: _GradientBuc
     first, last = ctx.stage == 0, ctx.stage == ctx.num_stages - 1
     deps = [] if last else _recv(graph, ctx, "next", ctx.stage, mb, backward=True)
     prefix = f"B.mb{mb}"
-    run = _Pass(graph, deps, ctx.has_tp_group)
+    run = _Pass(graph, deps, ctx)
     if last:
         run.block(f"{prefix}.head", ctx.blocks.head_bwd)
     for layer in reversed(range(ctx.first_layer, ctx.first_layer + ctx.num_layers)):
@@ -235,7 +249,7 @@ class _GradientBuckets:
             return
         kind = "reduce_scatter" if self.ctx.distributed_optimizer else "all_reduce"
         node = self.graph.collective(
-            f"dp.grad_{kind}.{label}", kind, int(self.pending), "dp", [self.graph.last_compute]
+            f"dp.grad_{kind}.{label}", kind, self.pending, "dp", self.ctx.dp_size, [self.graph.last_compute]
         )
         self.issued.append((node, self.pending))
         self.pending = 0.0
@@ -252,6 +266,7 @@ def _finish_iteration(graph: RankGraph, ctx: RankContext, buckets: _GradientBuck
                 "all_reduce",
                 ctx.embedding_grad_bytes,
                 "embedding",
+                2,
                 [graph.last_compute],
             )
         )
@@ -268,7 +283,8 @@ def _finish_iteration(graph: RankGraph, ctx: RankContext, buckets: _GradientBuck
             graph.collective(
                 f"dp.param_all_gather.{graph.nodes[node].name.rsplit('.', 1)[-1]}",
                 "all_gather",
-                int(grad_bytes * ctx.param_bytes_per_grad_byte),
+                grad_bytes * ctx.param_bytes_per_grad_byte,
                 "dp",
+                ctx.dp_size,
                 [last],
             )

@@ -56,3 +56,29 @@ def test_real_binary_result_is_written_and_comparable_with_embedded(tmp_path, ba
     assert result.iteration_time_us == pytest.approx(max(r.finish_us for r in result.ranks))
     print(f"\n{backend:>20}: {result.iteration_time_us:12.1f} us   embedded: {embedded_us:12.1f} us   "
           f"ratio {result.iteration_time_us / embedded_us:.3f}   warnings: {list(result.warnings)}")
+
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+@pytest.mark.parametrize(("example", "tolerance"), [
+    ("gpt3_13b_16xh100", 0.02),  # homogeneous: the embedded engine's target
+    ("llama65b_mixed_32gpu", 0.05),  # mixed: the analytical network takes each dimension's bottleneck
+])
+def test_embedded_matches_analytical_unaware_on_the_same_run_directory(tmp_path, example, tolerance):
+    import shutil
+
+    from astra_hetero.pipeline import build_run_dir, execute
+    from astra_hetero.spec import load_spec
+
+    binary = Path(os.environ["ASTRA_SIM_BIN_DIR"]) / FLAVORS["analytical-unaware"].binary_name
+    if not os.access(binary, os.X_OK):
+        pytest.skip(f"{binary} is not an executable file")
+    ours = build_run_dir(load_spec(EXAMPLES / f"{example}.yaml"), tmp_path / "embedded").root
+    theirs = shutil.copytree(ours, tmp_path / "analytical")
+    embedded = execute(ours, "embedded", timeline="none").iteration_time_us
+    analytical = execute(theirs, "analytical-unaware", timeout_s=1800).iteration_time_us
+    difference = analytical / embedded - 1
+    print(f"\n{example}: embedded {embedded:.1f} us, analytical-unaware {analytical:.1f} us, "
+          f"difference {difference:+.2%}")
+    assert abs(difference) <= tolerance

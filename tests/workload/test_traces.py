@@ -248,3 +248,21 @@ def test_auto_partition_never_overfills_a_small_memory_device(tmp_path):
     assert plan.partition.layers_per_stage[0] < unconstrained.partition.layers_per_stage[0]
     need = estimate(spec, 0, plan.partition.layers_per_stage[0], 4)
     assert need.total <= 2.6 * 1024**3
+
+
+def test_all_gather_comm_size_is_each_ranks_input_as_astra_sim_reads_it(tmp_path):
+    data = make_spec_data()
+    data["parallelism"] = {**data["parallelism"], "sequence_parallel": True, "distributed_optimizer": True}
+    out, manifest, traces = generate(tmp_path, data)
+    groups = json.loads((out / "workload/comm_groups.json").read_text())
+    tp_groups = {g for g, info in manifest["comm_groups"].items() if info["kind"] == "tp"}
+    sizes = defaultdict(lambda: defaultdict(set))
+    for nodes in traces.values():
+        for node in nodes:
+            if node.type == pb.COMM_COLL_NODE:
+                a = attrs(node)
+                sizes[a["pg_name"]][a["comm_type"]].add(a["comm_size"])
+    assert tp_groups and all(pb.ALL_GATHER in sizes[g] for g in tp_groups)
+    for group in tp_groups:  # SP reduce-scatters a buffer and all-gathers the same buffer back
+        gathered = {s * len(groups[group]) for s in sizes[group][pb.ALL_GATHER]}
+        assert gathered == sizes[group][pb.REDUCE_SCATTER]

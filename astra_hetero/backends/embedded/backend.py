@@ -45,16 +45,31 @@ class EmbeddedBackend:
         iteration_ns = max(outcome.finish_ns, default=0)
         ranks = tuple(_rank_result(sim, rank, outcome, iteration_ns) for rank in range(sim.num_ranks))
         stats = tuple(
-            CollectiveStat(group=c.group, type=c.kind, bytes=c.size, start_us=c.start_ns / 1000,
-                           end_us=c.end_ns / 1000, name=outcome.workload.name(c.nodes[0]),
-                           num_ranks=len(c.nodes) + (1 if c.recv >= 0 else 0))
-            for c in sorted(outcome.comms, key=lambda c: (c.start_ns, c.nodes[0])))
+            CollectiveStat(
+                group=c.group,
+                type=c.kind,
+                bytes=c.size,
+                start_us=c.start_ns / 1000,
+                end_us=c.end_ns / 1000,
+                name=outcome.workload.name(c.nodes[0]),
+                num_ranks=len(c.nodes) + (1 if c.recv >= 0 else 0),
+            )
+            for c in sorted(outcome.comms, key=lambda c: (c.start_ns, c.nodes[0]))
+        )
         result = RunResult(
-            backend=self.name, iteration_time_us=iteration_ns / 1000, ranks=ranks, collectives=stats,
+            backend=self.name,
+            iteration_time_us=iteration_ns / 1000,
+            ranks=ranks,
+            collectives=stats,
             wall_time_s=round(wall_s, 3),
-            meta={"collective_algorithm": sim.algorithm, "num_nodes": len(outcome.workload.kinds),
-                  "num_events": outcome.num_events, "num_rate_recomputes": outcome.num_recomputes,
-                  "network": "max-min fair flows on ns3/topology.txt"})
+            meta={
+                "collective_algorithm": sim.algorithm,
+                "num_nodes": len(outcome.workload.kinds),
+                "num_events": outcome.num_events,
+                "num_rate_recomputes": outcome.num_recomputes,
+                "network": "max-min fair flows on ns3/topology.txt",
+            },
+        )
         return RunOutput(result, _spans(outcome) if self.timeline else ())
 
 
@@ -62,11 +77,17 @@ def _rank_result(sim: SimInput, rank: int, outcome: EngineOutcome, iteration_ns:
     label = sim.labels[rank] if rank < len(sim.labels) else {}
     compute, exposed = outcome.compute_ns[rank], outcome.exposed_ns[rank]
     return RankResult(
-        rank=rank, gpu=str(label.get("gpu", "npu")), stage=int(label.get("stage", 0)),
-        replica=int(label.get("replica", 0)), finish_us=outcome.finish_ns[rank] / 1000,
-        compute_us=compute / 1000, exposed_comm_us=exposed / 1000,
-        idle_us=(iteration_ns - compute - exposed) / 1000, node=int(label.get("node", sim.machines[rank])),
-        tp_index=label.get("tp_index"))
+        rank=rank,
+        gpu=str(label.get("gpu", "npu")),
+        stage=int(label.get("stage", 0)),
+        replica=int(label.get("replica", 0)),
+        finish_us=outcome.finish_ns[rank] / 1000,
+        compute_us=compute / 1000,
+        exposed_comm_us=exposed / 1000,
+        idle_us=(iteration_ns - compute - exposed) / 1000,
+        node=int(label.get("node", sim.machines[rank])),
+        tp_index=label.get("tp_index"),
+    )
 
 
 def _spans(outcome: EngineOutcome) -> tuple[Span, ...]:

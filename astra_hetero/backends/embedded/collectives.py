@@ -4,8 +4,14 @@ A `Phase` is a set of concurrent (src, dst) rank transfers that move in lock ste
 `bytes_fraction` × the collective's size, plus `steps` latency steps (each step pays the path
 latency once). A ring all-reduce of S bytes over N ranks is one phase: N neighbour transfers of
 2(N−1)/N·S bytes and 2(N−1) steps, which on links of bandwidth B takes 2(N−1)/N·S/B plus latencies
-exactly as a step-by-step ring whose steps are all the same length. `size` is the full buffer (the
-all-reduce input, the reduce-scatter input, the all-gather output), as in NCCL's bus-bandwidth terms.
+exactly as a step-by-step ring whose steps are all the same length. `size` is the trace's
+`comm_size` with ASTRA-sim's meaning: the all-reduce input, the reduce-scatter input, and for an
+all-gather each rank's *input* (the gathered output is N × size; measured on the real binary).
+
+Reducing steps also stream their data through the GPU's memory: each of the N−1 reduce-scatter steps
+reads two chunks and writes one. `reduce_fraction` × size is the data reduced per rank; the engine
+charges 3 × that over the slowest member's memory bandwidth, in series with the transfer, which is how
+ASTRA-sim charges it (its `local-mem-bw`).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ class Phase:
     pairs: tuple[tuple[int, int], ...]
     bytes_fraction: float
     steps: int
+    reduce_fraction: float = 0.0
 
 
 Algorithm = Callable[[str, Sequence[int], Sequence[int]], tuple[Phase, ...]]
@@ -39,9 +46,10 @@ def _ring_phases(kind: str, rings: Sequence[Sequence[int]], scale: float = 1.0) 
     if n < 2:
         return ()
     pairs = tuple(pair for ring in rings for pair in _ring_pairs(ring))
+    reduced = (n - 1) / n * scale if kind in (ALL_REDUCE, REDUCE_SCATTER) else 0.0
     if kind == ALL_REDUCE:
-        return (Phase(pairs, 2 * (n - 1) / n * scale, 2 * (n - 1)),)
-    return (Phase(pairs, (n - 1) / n * scale, n - 1),)
+        return (Phase(pairs, 2 * (n - 1) / n * scale, 2 * (n - 1), reduced),)
+    return (Phase(pairs, (n - 1) / n * scale, n - 1, reduced),)
 
 
 def ring(kind: str, members: Sequence[int], machines: Sequence[int]) -> tuple[Phase, ...]:
@@ -96,9 +104,16 @@ def algorithm(name: str) -> Algorithm:
         raise ValueError(f"unknown collective algorithm {name!r}; valid: {', '.join(ALGORITHMS)}") from None
 
 
-def phases_for(algorithm_name: str, kind: str, members: Sequence[int],
-               machines: Sequence[int]) -> tuple[Phase, ...]:
+def phases_for(
+    algorithm_name: str, kind: str, members: Sequence[int], machines: Sequence[int]
+) -> tuple[Phase, ...]:
     """The phases `kind` runs with: all-to-all is always direct, the rest use `algorithm_name`."""
     if kind == ALL_TO_ALL:
         return direct(kind, members, machines)
-    return algorithm(algorithm_name)(kind, members, machines)
+    phases = algorithm(algorithm_name)(kind, members, machines)
+    if kind == ALL_GATHER:  # fractions above are of the gathered output, N × comm_size
+        phases = tuple(
+            Phase(p.pairs, p.bytes_fraction * len(members), p.steps, p.reduce_fraction * len(members))
+            for p in phases
+        )
+    return phases

@@ -76,7 +76,7 @@ class Engine:
         self.groups, self.group_members, self.sizes = self.w.groups, self.w.group_members, self.w.sizes
         self.coll_types = self.w.coll_types
         router = Router(sim.topology)
-        self.planner = Planner(router, sim.machines, sim.algorithm)
+        self.planner = Planner(router, sim.machines, sim.algorithm, sim.memory_bytes_per_ns)
         self.net = FlowNetwork(router.bundle_bytes_per_ns)
         self.queue = events.EventQueue()
         n, num_ranks = len(self.w.kinds), sim.num_ranks
@@ -115,8 +115,17 @@ class Engine:
                 phase_done(payload, now)
         if -1 in self.end_ns:
             raise SimulationDeadlock(self._deadlock_report())
-        return EngineOutcome(self._finish_times(), self.compute_ns, self.exposed_ns, self.done, self.w,
-                             self.start_ns, self.end_ns, queue.num_scheduled, self.net.num_recomputes)
+        return EngineOutcome(
+            self._finish_times(),
+            self.compute_ns,
+            self.exposed_ns,
+            self.done,
+            self.w,
+            self.start_ns,
+            self.end_ns,
+            queue.num_scheduled,
+            self.net.num_recomputes,
+        )
 
     def _finish_times(self) -> list[int]:
         """Each rank's last completion (0 for a rank without nodes), found once rather than per node."""
@@ -228,13 +237,19 @@ class Engine:
         if comm is None:
             w = self.w
             kind = w.coll_kind_name(g)
-            comm = Comm(w.group_names[group], kind, self.sizes[g], self.planner.collective(
-                self.group_members[group], kind))
+            comm = Comm(
+                w.group_names[group],
+                kind,
+                self.sizes[g],
+                self.planner.collective(self.group_members[group], kind),
+            )
             self.forming[key] = comm
         elif self.coll_types[g] != self.coll_types[comm.nodes[0]] or self.sizes[g] != comm.size:
             w = self.w
-            raise RunDirError(f"{w.describe(g)} is matched with {w.describe(comm.nodes[0])} (the same "
-                              f"collective of group {comm.group!r}) but differs in type or size")
+            raise RunDirError(
+                f"{w.describe(g)} is matched with {w.describe(comm.nodes[0])} (the same "
+                f"collective of group {comm.group!r}) but differs in type or size"
+            )
         nodes = comm.nodes
         nodes.append(g)
         if len(nodes) == len(self.group_members[group]):
@@ -265,7 +280,7 @@ class Engine:
         phase = comm.plan[comm.phase]
         num_bytes = comm.size * phase.bytes_fraction
         if not phase.links or num_bytes <= 0:
-            self.queue.push(now + phase.latency_ns, events.PHASE_DONE, comm)
+            self.queue.push(now + self._phase_tail_ns(comm), events.PHASE_DONE, comm)
             return
         self._push_finishes(self.net.add(Flow(phase.links, num_bytes, comm, phase.solo_rate), now), now)
 
@@ -278,7 +293,13 @@ class Engine:
         flow.version = -1  # later events of this flow are stale
         self._push_finishes(self.net.remove(flow, now), now)
         comm: Comm = flow.owner  # type: ignore[assignment]
-        self.queue.push(now + comm.plan[comm.phase].latency_ns, events.PHASE_DONE, comm)
+        self.queue.push(now + self._phase_tail_ns(comm), events.PHASE_DONE, comm)
+
+    @staticmethod
+    def _phase_tail_ns(comm: Comm) -> int:
+        """What a phase costs after its data has moved: per-step latencies and reduction through memory."""
+        phase = comm.plan[comm.phase]
+        return phase.latency_ns + round(comm.size * phase.memory_ns_per_byte)
 
     def _phase_done(self, comm: Comm, now: int) -> None:
         comm.phase += 1
@@ -344,8 +365,10 @@ class Engine:
         for g, end in enumerate(self.end_ns):
             if end < 0 and self.pending[g] == 0:
                 waiting.setdefault(w.rank_of[g], []).append(g)
-        lines = [f"deadlock: {self.end_ns.count(-1)} nodes never ran; "
-                 f"{len(waiting)} ranks wait on issued nodes that cannot complete:"]
+        lines = [
+            f"deadlock: {self.end_ns.count(-1)} nodes never ran; "
+            f"{len(waiting)} ranks wait on issued nodes that cannot complete:"
+        ]
         for rank in sorted(waiting)[:_MAX_REPORTED]:
             nodes = ", ".join(w.describe(g, with_file=False) for g in waiting[rank][:_MAX_REPORTED])
             lines.append(f"  rank {rank} ({w.paths[rank]}): {nodes}")
@@ -354,4 +377,3 @@ class Engine:
         if not waiting:
             lines.append("  none: the remaining nodes wait on each other (a dependency cycle)")
         return "\n".join(lines)
-

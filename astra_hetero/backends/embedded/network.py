@@ -36,8 +36,9 @@ class Flow:
 
     __slots__ = ("links", "remaining", "rate", "solo_rate", "updated_at", "version", "owner")
 
-    def __init__(self, links: tuple[tuple[int, float], ...], num_bytes: float, owner: object,
-                 solo_rate: float = 0.0) -> None:
+    def __init__(
+        self, links: tuple[tuple[int, float], ...], num_bytes: float, owner: object, solo_rate: float = 0.0
+    ) -> None:
         self.links = links
         self.remaining = float(num_bytes)
         self.rate = 0.0
@@ -118,8 +119,9 @@ class FlowNetwork:
         limit = rate * (1 + _EPS)
         for link, weight in flow.links:
             spare = self.capacity[link] - self.load[link]
-            if spare / weight <= limit and all(other.rate <= limit for other in self.users[link]
-                                               if other is not flow):
+            if spare / weight <= limit and all(
+                other.rate <= limit for other in self.users[link] if other is not flow
+            ):
                 break
         else:
             return False

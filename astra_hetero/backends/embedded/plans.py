@@ -20,13 +20,21 @@ class PhasePlan:
     bytes_fraction: float
     latency_ns: int
     solo_rate: float  # the phase's flow rate alone on its links (0 without links), computed once here
+    memory_ns_per_byte: float = 0.0  # reduction through memory, per byte of the collective's size
 
 
 class Planner:
-    def __init__(self, router: Router, machines: list[int], algorithm: str) -> None:
+    def __init__(
+        self,
+        router: Router,
+        machines: list[int],
+        algorithm: str,
+        memory_bytes_per_ns: list[float] | None = None,
+    ) -> None:
         self.router = router
         self.machines = machines
         self.algorithm = algorithm
+        self.memory_bytes_per_ns = memory_bytes_per_ns  # per rank; None: reductions cost no time
         self._cache: dict[tuple[tuple[int, ...], str], tuple[PhasePlan, ...]] = {}
 
     def collective(self, members: tuple[int, ...], kind: str) -> tuple[PhasePlan, ...]:
@@ -34,7 +42,9 @@ class Planner:
         plan = self._cache.get(key)
         if plan is None:
             phases = collectives.phases_for(self.algorithm, kind, members, self.machines)
-            plan = tuple(self._phase_plan(p.pairs, p.bytes_fraction, p.steps) for p in phases)
+            plan = tuple(
+                self._phase_plan(p.pairs, p.bytes_fraction, p.steps, self._memory_cost(p)) for p in phases
+            )
             self._cache[key] = plan
         return plan
 
@@ -45,7 +55,15 @@ class Planner:
             plan = self._cache[key] = (self._phase_plan(((src, dst),), 1.0, 1),)
         return plan
 
-    def _phase_plan(self, pairs: tuple[tuple[int, int], ...], fraction: float, steps: int) -> PhasePlan:
+    def _memory_cost(self, phase: collectives.Phase) -> float:
+        if not phase.reduce_fraction or not self.memory_bytes_per_ns:
+            return 0.0
+        slowest = min(self.memory_bytes_per_ns[rank] for pair in phase.pairs for rank in pair)
+        return 3 * phase.reduce_fraction / slowest  # read two chunks, write one, per reduced byte
+
+    def _phase_plan(
+        self, pairs: tuple[tuple[int, int], ...], fraction: float, steps: int, memory_ns_per_byte: float = 0.0
+    ) -> PhasePlan:
         links: dict[int, float] = {}
         latency = 0
         for src, dst in pairs:
@@ -55,4 +73,4 @@ class Planner:
                 links[link] = links.get(link, 0.0) + share
         sorted_links = tuple(sorted(links.items()))
         solo = solo_rate(sorted_links, self.router.bundle_bytes_per_ns) if sorted_links else 0.0
-        return PhasePlan(sorted_links, fraction, steps * latency, solo)
+        return PhasePlan(sorted_links, fraction, steps * latency, solo, memory_ns_per_byte)

@@ -35,8 +35,9 @@ class Router:
         self.topo = topo
         degrees = np.array([len(links) for links in topo.out_links], dtype=np.int64)
         self._indptr = np.concatenate(([0], np.cumsum(degrees)))
-        self._neighbours = np.array([topo.link_dst[k] for links in topo.out_links for k in links],
-                                    dtype=np.int64)
+        self._neighbours = np.array(
+            [topo.link_dst[k] for links in topo.out_links for k in links], dtype=np.int64
+        )
         self._forwards = np.array(topo.is_switch, dtype=bool)
         self._distances: dict[int, list[int]] = {}
         self._routes: dict[tuple[int, int], Route] = {}
@@ -87,8 +88,11 @@ class Router:
             following: list[int] = []
             for node in frontier:
                 closer = dist[node] - 1
-                next_links = [k for k in out_links[node] if dist[link_dst[k]] == closer
-                              and (is_switch[link_dst[k]] or link_dst[k] == dst)]
+                next_links = [
+                    k
+                    for k in out_links[node]
+                    if dist[link_dst[k]] == closer and (is_switch[link_dst[k]] or link_dst[k] == dst)
+                ]
                 part = share[node] / len(next_links)
                 for k in next_links:
                     hop = link_dst[k]
@@ -108,8 +112,12 @@ def _bundles(topo: Topology) -> tuple[list[int], list[float]]:
     by_neighbourhood: dict[tuple, int] = {}
     for node in range(topo.num_nodes):
         if topo.is_switch[node]:
-            key = tuple(sorted((topo.link_dst[k], topo.link_bytes_per_ns[k], topo.link_delay_ns[k])
-                               for k in topo.out_links[node]))
+            key = tuple(
+                sorted(
+                    (topo.link_dst[k], topo.link_bytes_per_ns[k], topo.link_delay_ns[k])
+                    for k in topo.out_links[node]
+                )
+            )
             twin_class[node] = by_neighbourhood.setdefault(key, node)
     bundle_ids: dict[tuple[int, int], int] = {}
     bundle_of: list[int] = []

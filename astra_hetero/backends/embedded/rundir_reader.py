@@ -41,6 +41,13 @@ class SimInput:
     def num_ranks(self) -> int:
         return len(self.traces)
 
+    @property
+    def memory_bytes_per_ns(self) -> list[float] | None:
+        """Each rank's device-memory bandwidth (manifest `hbm_gbytes_per_s`), or None if not given."""
+        if len(self.labels) != self.num_ranks or any("hbm_gbytes_per_s" not in r for r in self.labels):
+            return None
+        return [float(r["hbm_gbytes_per_s"]) for r in self.labels]  # GB/s is bytes per ns
+
 
 def read_run_dir(root: Path, workers: int | None = None) -> SimInput:
     root = Path(root)
@@ -51,15 +58,17 @@ def read_run_dir(root: Path, workers: int | None = None) -> SimInput:
     num_ranks = _num_ranks(root, manifest, prefix)
     topology = read_topology(root / rundir.NS3_TOPOLOGY)
     if len(topology.npus) < num_ranks:
-        raise RunDirError(f"{root / rundir.NS3_TOPOLOGY}: {len(topology.npus)} non-switch nodes for "
-                          f"{num_ranks} ranks")
+        raise RunDirError(
+            f"{root / rundir.NS3_TOPOLOGY}: {len(topology.npus)} non-switch nodes for {num_ranks} ranks"
+        )
     groups = _comm_groups(prefix.parent / Path(rundir.COMM_GROUPS).name, num_ranks)
     traces = _read_traces([Path(f"{prefix}.{rank}.et") for rank in range(num_ranks)], num_ranks, workers)
     labels = list(manifest.get("ranks", []))
     algorithm = str(manifest.get("collective_algorithm", DEFAULT_ALGORITHM))
     if algorithm not in collectives.ALGORITHMS or algorithm == "direct":
-        raise RunDirError(f"{root / rundir.MANIFEST}: collective_algorithm {algorithm!r} is not one of "
-                          "ring, hierarchical")
+        raise RunDirError(
+            f"{root / rundir.MANIFEST}: collective_algorithm {algorithm!r} is not one of ring, hierarchical"
+        )
     return SimInput(root, traces, groups, topology, _machines(labels, topology, num_ranks), algorithm, labels)
 
 
@@ -83,7 +92,7 @@ def _num_ranks(root: Path, manifest: dict[str, Any], prefix: Path) -> int:
         try:
             return math.prod(int(d) for d in json.loads(logical.read_text())["logical-dims"])
         except (ValueError, KeyError, TypeError) as exc:
-            raise RunDirError(f"{logical}: expected {{\"logical-dims\": [\"N\", ...]}} ({exc})") from None
+            raise RunDirError(f'{logical}: expected {{"logical-dims": ["N", ...]}} ({exc})') from None
     count = 0
     while Path(f"{prefix}.{count}.et").is_file():
         count += 1
@@ -99,7 +108,7 @@ def _comm_groups(path: Path, num_ranks: int) -> dict[str, tuple[int, ...]]:
     except json.JSONDecodeError as exc:
         raise RunDirError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(data, dict):
-        raise RunDirError(f"{path}: expected an object {{\"<group id>\": [ranks]}}")
+        raise RunDirError(f'{path}: expected an object {{"<group id>": [ranks]}}')
     for name, members in data.items():
         valid = isinstance(members, list) and all(isinstance(r, int) and 0 <= r < num_ranks for r in members)
         if not valid:
@@ -113,8 +122,9 @@ def _comm_groups(path: Path, num_ranks: int) -> dict[str, tuple[int, ...]]:
 def _read_traces(paths: list[Path], num_ranks: int, workers: int | None) -> list[RankTrace]:
     missing = [p for p in paths if not p.is_file()]
     if missing:
-        raise RunDirError(f"{missing[0]}: trace file missing "
-                          f"({len(missing)} of {len(paths)} rank files absent)")
+        raise RunDirError(
+            f"{missing[0]}: trace file missing ({len(missing)} of {len(paths)} rank files absent)"
+        )
     workers = workers if workers is not None else min(2, os.cpu_count() or 1)
     if workers <= 1 or len(paths) < _PARALLEL_MIN_RANKS:
         return [read_rank_trace(p, num_ranks) for p in paths]

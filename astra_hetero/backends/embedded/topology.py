@@ -56,8 +56,16 @@ def parse_topology(text: str, source: str = "topology.txt") -> Topology:
     for node in switch_ids:
         _check_node(node, num_nodes, source, 2)
         is_switch[node] = True
-    topo = Topology(num_nodes, is_switch, [n for n in range(num_nodes) if not is_switch[n]], [], [], [], [],
-                    [[] for _ in range(num_nodes)])
+    topo = Topology(
+        num_nodes,
+        is_switch,
+        [n for n in range(num_nodes) if not is_switch[n]],
+        [],
+        [],
+        [],
+        [],
+        [[] for _ in range(num_nodes)],
+    )
     for number, fields in link_lines:
         _add_link(topo, fields, source, number)
     return topo

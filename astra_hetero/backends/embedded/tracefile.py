@@ -28,8 +28,12 @@ from astra_hetero.chakra_io import pb
 from astra_hetero.errors import RunDirError
 
 KIND_COMP, KIND_COLL, KIND_SEND, KIND_RECV = 0, 1, 2, 3
-_KINDS = {pb.COMP_NODE: KIND_COMP, pb.COMM_COLL_NODE: KIND_COLL, pb.COMM_SEND_NODE: KIND_SEND,
-          pb.COMM_RECV_NODE: KIND_RECV}
+_KINDS = {
+    pb.COMP_NODE: KIND_COMP,
+    pb.COMM_COLL_NODE: KIND_COLL,
+    pb.COMM_SEND_NODE: KIND_SEND,
+    pb.COMM_RECV_NODE: KIND_RECV,
+}
 _FIELD1_TAG = b"\x0a"  # field number 1, wire type 2 (length-delimited)
 # Node fields LiteNode reads as raw bytes: names stay undecoded until someone shows them, dependency
 # lists stay packed varints (decoded for the whole file at once), inputs/outputs are never read.
@@ -61,7 +65,7 @@ class RankTrace:
 
     def name(self, i: int) -> str:
         start = int(self.name_ends[i - 1]) if i else 0
-        return self.names[start:int(self.name_ends[i])].decode("utf-8", "replace")
+        return self.names[start : int(self.name_ends[i])].decode("utf-8", "replace")
 
     def all_names(self) -> list[str]:
         if not self.names.isascii():
@@ -101,13 +105,18 @@ def _node_list_class(packed_deps: bool = True) -> Any:
             field.ClearField("type_name")
         lite.field.add().CopyFrom(field)
     package = "astra_hetero" if packed_deps else "astra_hetero_typed_deps"
-    wrapper = descriptor_pb2.FileDescriptorProto(name=f"{package}_node_list.proto", package=package,
-                                                 syntax="proto3")
+    wrapper = descriptor_pb2.FileDescriptorProto(
+        name=f"{package}_node_list.proto", package=package, syntax="proto3"
+    )
     wrapper.message_type.add().CopyFrom(lite)
     node_list = wrapper.message_type.add(name="NodeList")
-    node_list.field.add(name="nodes", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
-                        label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
-                        type_name=f".{package}.LiteNode")
+    node_list.field.add(
+        name="nodes",
+        number=1,
+        type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
+        label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
+        type_name=f".{package}.LiteNode",
+    )
     pool = descriptor_pool.DescriptorPool()
     pool.Add(wrapper)
     return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.NodeList"))
@@ -226,8 +235,22 @@ def read_rank_trace(path: Path, num_ranks: int) -> RankTrace:
         tags[i] = _require(values, "comm_tag", path, node)
     dep_ends, deps = _packed_deps(path, nodes) if packed_deps else _typed_deps(nodes)
     name_ends = np.cumsum([len(name) for name in names], dtype=np.int64)
-    trace = RankTrace(str(path), ids, b"".join(names), name_ends, kinds, durations, sizes, coll_types, peers,
-                      tags, tuple(group_index), groups, dep_ends, deps)
+    trace = RankTrace(
+        str(path),
+        ids,
+        b"".join(names),
+        name_ends,
+        kinds,
+        durations,
+        sizes,
+        coll_types,
+        peers,
+        tags,
+        tuple(group_index),
+        groups,
+        dep_ends,
+        deps,
+    )
     return _resolve_deps(trace)
 
 
@@ -271,16 +294,17 @@ def _typed_deps(nodes: list[Any]) -> tuple[np.ndarray, np.ndarray]:
 
 def _unsupported(path: Path, node: Any) -> None:
     type_name = pb.NodeType.Name(node.type) if node.type in pb.NodeType.values() else node.type
-    raise RunDirError(f"{path}: {_label(node)} has unsupported type {type_name}; "
-                      "the embedded engine runs COMP, COMM_COLL, COMM_SEND and COMM_RECV nodes")
+    raise RunDirError(
+        f"{path}: {_label(node)} has unsupported type {type_name}; "
+        "the embedded engine runs COMP, COMM_COLL, COMM_SEND and COMM_RECV nodes"
+    )
 
 
 def _peer(values: dict[str, Any], kind: int, num_ranks: int, path: Path, node: Any) -> int:
     key = "comm_dst" if kind == KIND_SEND else "comm_src"
     peer = _require(values, key, path, node)
     if not 0 <= peer < num_ranks:
-        raise RunDirError(f"{path}: {_label(node)} {key}={peer} is not a rank "
-                          f"(0..{num_ranks - 1})")
+        raise RunDirError(f"{path}: {_label(node)} {key}={peer} is not a rank (0..{num_ranks - 1})")
     return peer
 
 
@@ -300,12 +324,26 @@ def _resolve_deps(trace: RankTrace) -> RankTrace:
     missing = [k for k, d in enumerate(deps) if d not in index]
     if missing:
         node = int(np.searchsorted(trace.dep_ends, missing[0], side="right"))
-        raise RunDirError(f"{trace.path}: {trace.describe(node)} depends on unknown node id "
-                          f"{deps[missing[0]]}")
+        raise RunDirError(
+            f"{trace.path}: {trace.describe(node)} depends on unknown node id {deps[missing[0]]}"
+        )
     return _with_deps(trace, np.array([index[d] for d in deps], dtype=np.int64))
 
 
 def _with_deps(trace: RankTrace, deps: np.ndarray) -> RankTrace:
-    return RankTrace(trace.path, trace.ids, trace.names, trace.name_ends, trace.kinds, trace.durations_ns,
-                     trace.sizes, trace.coll_types, trace.peers, trace.tags, trace.group_names, trace.groups,
-                     trace.dep_ends, deps)
+    return RankTrace(
+        trace.path,
+        trace.ids,
+        trace.names,
+        trace.name_ends,
+        trace.kinds,
+        trace.durations_ns,
+        trace.sizes,
+        trace.coll_types,
+        trace.peers,
+        trace.tags,
+        trace.group_names,
+        trace.groups,
+        trace.dep_ends,
+        deps,
+    )

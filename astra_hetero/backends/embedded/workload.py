@@ -68,11 +68,23 @@ def flatten(sim: SimInput) -> FlatWorkload:
     groups = _resolve_groups(sim, offsets)
     successor_bounds, successors, num_deps = _link(traces, offsets)
     w = FlatWorkload(
-        offsets.tolist(), list(traces), kinds.tolist(),
-        np.repeat(np.arange(len(traces)), lengths).tolist(), joined("durations_ns").tolist(),
-        joined("sizes").tolist(), coll_types.tolist(), joined("peers").tolist(), joined("tags").tolist(),
-        groups.tolist(), list(sim.groups), list(sim.groups.values()), successor_bounds.tolist(),
-        successors.tolist(), num_deps.tolist(), np.flatnonzero(num_deps == 0).tolist())
+        offsets.tolist(),
+        list(traces),
+        kinds.tolist(),
+        np.repeat(np.arange(len(traces)), lengths).tolist(),
+        joined("durations_ns").tolist(),
+        joined("sizes").tolist(),
+        coll_types.tolist(),
+        joined("peers").tolist(),
+        joined("tags").tolist(),
+        groups.tolist(),
+        list(sim.groups),
+        list(sim.groups.values()),
+        successor_bounds.tolist(),
+        successors.tolist(),
+        num_deps.tolist(),
+        np.flatnonzero(num_deps == 0).tolist(),
+    )
     _check_collective_types(w, kinds, coll_types)
     _check_transfers(w, np.flatnonzero(np.isin(kinds, (KIND_SEND, KIND_RECV))).tolist())
     return w
@@ -102,11 +114,14 @@ def _resolve_groups(sim: SimInput, offsets: np.ndarray) -> np.ndarray:
             first = base + int(np.argmax(trace.groups == k))
             group = index.get(name)
             if group is None:
-                raise RunDirError(f"{trace.path}: {trace.describe(first - base)} uses pg_name {name!r}, "
-                                  "which workload/comm_groups.json does not define")
+                raise RunDirError(
+                    f"{trace.path}: {trace.describe(first - base)} uses pg_name {name!r}, "
+                    "which workload/comm_groups.json does not define"
+                )
             if r not in member_sets[group]:
-                raise RunDirError(f"{trace.path}: {trace.describe(first - base)}: rank {r} is not in "
-                                  f"comm group {name!r}")
+                raise RunDirError(
+                    f"{trace.path}: {trace.describe(first - base)}: rank {r} is not in comm group {name!r}"
+                )
             local[k] = group
         columns.append(local[trace.groups])
     return np.concatenate(columns) if columns else np.zeros(0, np.int64)
@@ -120,8 +135,10 @@ def _check_collective_types(w: FlatWorkload, kinds: np.ndarray, coll_types: np.n
 def _check_collective_type(w: FlatWorkload, g: int) -> None:
     name = chakra_io.COLLECTIVE_NAMES.get(w.coll_types[g])
     if name not in collectives.SUPPORTED_KINDS:
-        raise RunDirError(f"{w.describe(g)}: collective type {name or w.coll_types[g]} is not simulated by "
-                          f"the embedded backend (supported: {', '.join(collectives.SUPPORTED_KINDS)})")
+        raise RunDirError(
+            f"{w.describe(g)}: collective type {name or w.coll_types[g]} is not simulated by "
+            f"the embedded backend (supported: {', '.join(collectives.SUPPORTED_KINDS)})"
+        )
 
 
 def _check_transfers(w: FlatWorkload, transfers: list[int]) -> None:
@@ -145,5 +162,7 @@ def _check_transfers(w: FlatWorkload, transfers: list[int]) -> None:
         seen[(kind, *key)] += 1
         if seen[(kind, *key)] > theirs[key]:
             what, peer = ("send to", key[1]) if kind == KIND_SEND else ("recv from", key[0])
-            raise RunDirError(f"{w.describe(g)}: unmatched {what} rank {peer} tag {key[2]} "
-                              f"({mine[key]} on this side, {theirs[key]} matching in {w.paths[peer]})")
+            raise RunDirError(
+                f"{w.describe(g)}: unmatched {what} rank {peer} tag {key[2]} "
+                f"({mine[key]} on this side, {theirs[key]} matching in {w.paths[peer]})"
+            )
