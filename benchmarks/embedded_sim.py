@@ -51,12 +51,36 @@ def measure(run_dir: Path, timeline: bool) -> dict[str, float]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def astra_sim_seconds(run_dir: Path, timeout_s: float) -> float | None:
+    """Wall time of ASTRA-sim's congestion-unaware analytical binary on a copy of `run_dir`, if configured."""
+    import os
+    import shutil
+    import time
+
+    from astra_hetero.errors import AstraHeteroError
+    from astra_hetero.pipeline import execute
+
+    if not os.environ.get("ASTRA_SIM_BIN_DIR"):
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = shutil.copytree(run_dir, Path(tmp) / "run")
+        start = time.perf_counter()
+        try:
+            execute(copy, "analytical-unaware", timeout_s=timeout_s)
+        except AstraHeteroError as exc:
+            print(f"  ASTRA-sim analytical-unaware failed: {exc}".splitlines()[0])
+            return None
+        return time.perf_counter() - start
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--synthetic", action="store_true", help="use synthetic traces, not the generator")
     parser.add_argument("--run-dir", nargs=2, type=Path, metavar=("DIR128", "DIR1024"))
     parser.add_argument("--timeline", action="store_true", help="also build per-node spans (trace.json)")
+    parser.add_argument("--astra-sim", choices=("none", "128", "both"), default="128",
+                        help="also time ASTRA-sim analytical (needs ASTRA_SIM_BIN_DIR; 1024 takes ~10 min)")
     args = parser.parse_args()
     figures = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -66,6 +90,11 @@ def main() -> int:
             figures[num_gpus] = f = measure(run_dir, args.timeline)
             print(f"{num_gpus:5d} GPUs: {f['nodes']:>9,} nodes  {f['seconds']:6.2f} s  "
                   f"{f['peak_bytes'] / 1024**3:5.2f} GiB peak  iteration {f['iteration_us'] / 1e3:.1f} ms")
+            if args.astra_sim == "both" or (args.astra_sim == "128" and num_gpus == 128):
+                theirs = astra_sim_seconds(run_dir, timeout_s=3600)
+                if theirs is not None:
+                    print(f"           ASTRA-sim analytical-unaware: {theirs:7.2f} s wall, "
+                          f"{theirs / f['seconds']:.1f}x the embedded engine's (aim: >= 10x)")
     small, large = figures[128], figures[1024]
     work_ratio = large["nodes"] / small["nodes"]
     time_ratio = large["seconds"] / small["seconds"]
