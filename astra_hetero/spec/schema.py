@@ -289,6 +289,11 @@ class CollectiveSpec(Strict):
     algorithm: Literal["ring", "hierarchical"] = Field(
         "hierarchical", description="how multi-node collectives run (NCCL-like hierarchical or one ring)"
     )
+    max_in_flight_per_rank: PositiveInt | None = Field(
+        None,
+        description="collectives/sends one rank may run at once in the embedded engine; None = no limit "
+        "(separate NCCL streams overlap); 1 = ASTRA-sim's rule (one communication op per NPU)",
+    )
 
 
 class Spec(Strict):

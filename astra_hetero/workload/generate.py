@@ -223,6 +223,7 @@ def manifest(plan: WorkloadPlan) -> dict[str, Any]:
         "num_ranks": layout.num_ranks,
         "num_nodes": spec.cluster.num_nodes,
         "collective_algorithm": spec.collectives.algorithm,
+        "max_comm_in_flight_per_rank": spec.collectives.max_in_flight_per_rank,
         "model": spec.model.model_dump(mode="json"),
         "parallelism": spec.parallelism.model_dump(mode="json"),
         "layers_per_stage": list(partition.layers_per_stage),

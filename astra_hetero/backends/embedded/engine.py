@@ -18,6 +18,7 @@ Semantics
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from dataclasses import dataclass
 from itertools import pairwise
@@ -27,7 +28,7 @@ from astra_hetero.backends.embedded.network import Flow, FlowNetwork
 from astra_hetero.backends.embedded.plans import PhasePlan, Planner
 from astra_hetero.backends.embedded.routing import Router
 from astra_hetero.backends.embedded.rundir_reader import SimInput
-from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_COMP, KIND_SEND
+from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_COMP, KIND_RECV
 from astra_hetero.backends.embedded.workload import FlatWorkload, flatten
 from astra_hetero.errors import RunDirError, SimulationDeadlock
 
@@ -86,6 +87,11 @@ class Engine:
         self.end_ns = [-1] * n
         self.busy = [False] * num_ranks
         self.ready_compute: list[deque[int]] = [deque() for _ in range(num_ranks)]
+        # Communication issue slots per rank (0 = unlimited). ASTRA-sim lets each rank have one
+        # collective or send in flight (recvs exempt); waiting ones issue lowest node id first.
+        self.comm_limit = sim.max_comm_in_flight
+        self.comm_in_flight = [0] * num_ranks
+        self.comm_waiting: list[list[int]] = [[] for _ in range(num_ranks)]
         self.active = [0] * num_ranks
         self.last_ns = [0] * num_ranks
         self.compute_ns = [0] * num_ranks
@@ -162,12 +168,38 @@ class Engine:
                 self.ready_compute[rank].append(g)
             else:
                 self._start_compute(rank, g, now)
+        elif kind == KIND_RECV:
+            self._issue_recv(g, now)
+        elif self.comm_limit:
+            self._admit_comm(g, now)
         elif kind == KIND_COLL:
             self._issue_collective(g, now)
-        elif kind == KIND_SEND:
-            self._issue_send(g, now)
         else:
-            self._issue_recv(g, now)
+            self._issue_send(g, now)
+
+    def _admit_comm(self, g: int, now: int) -> None:
+        rank = self.rank_of[g]
+        if self.comm_in_flight[rank] < self.comm_limit:
+            self.comm_in_flight[rank] += 1
+            self._issue_comm(g, now)
+        else:
+            heapq.heappush(self.comm_waiting[rank], g)
+
+    def _issue_comm(self, g: int, now: int) -> None:
+        if self.kinds[g] == KIND_COLL:
+            self._issue_collective(g, now)
+        else:
+            self._issue_send(g, now)
+
+    def _release_comm(self, nodes: list[int], now: int) -> None:
+        """Free the issue slots of finished collective members or a send; issue what waited on them."""
+        for g in nodes:
+            rank = self.rank_of[g]
+            self.comm_in_flight[rank] -= 1
+            waiting = self.comm_waiting[rank]
+            if waiting:
+                self.comm_in_flight[rank] += 1
+                self._issue_comm(heapq.heappop(waiting), now)
 
     def _complete(self, g: int, now: int) -> None:
         self.end_ns[g] = now
@@ -194,7 +226,7 @@ class Engine:
                 busy[rank] = True
                 self.start_ns[s] = now
                 self.queue.push_batched(now + self.durations_ns[s], events.COMPUTE_DONE, s)
-            elif kind == KIND_COLL:
+            elif kind == KIND_COLL and not self.comm_limit:
                 self._issue_collective(s, now)
             else:
                 self._ready(s, now)
@@ -321,6 +353,8 @@ class Engine:
                 last_ns[rank] = now
             active[rank] -= 1
             complete(g, now)
+        if self.comm_limit:
+            self._release_comm(comm.nodes, now)
         comm.arrived = True  # a transfer: its recv, when issued from now on, completes at once
         if comm.recv >= 0:  # a transfer whose recv was issued before the data arrived
             self._end_comm(self.rank_of[comm.recv], now)

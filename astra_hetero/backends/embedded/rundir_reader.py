@@ -36,6 +36,7 @@ class SimInput:
     machines: list[int]  # rank -> machine index (for hierarchical collectives)
     algorithm: str
     labels: list[dict[str, Any]] = field(default_factory=list)  # manifest's per-rank entries
+    max_comm_in_flight: int = 0  # collectives/sends a rank may have in flight; 0 = unlimited
 
     @property
     def num_ranks(self) -> int:
@@ -69,7 +70,15 @@ def read_run_dir(root: Path, workers: int | None = None) -> SimInput:
         raise RunDirError(
             f"{root / rundir.MANIFEST}: collective_algorithm {algorithm!r} is not one of ring, hierarchical"
         )
-    return SimInput(root, traces, groups, topology, _machines(labels, topology, num_ranks), algorithm, labels)
+    limit = manifest.get("max_comm_in_flight_per_rank") or 0
+    if not isinstance(limit, int) or limit < 0:
+        raise RunDirError(
+            f"{root / rundir.MANIFEST}: max_comm_in_flight_per_rank must be a positive integer "
+            f"or null, not {limit!r}"
+        )
+    return SimInput(
+        root, traces, groups, topology, _machines(labels, topology, num_ranks), algorithm, labels, limit
+    )
 
 
 def _trace_prefix(root: Path, manifest: dict[str, Any]) -> Path:
