@@ -51,13 +51,6 @@ def collective_type(name: str) -> int:
         raise ValueError(f"unknown collective {name!r}; known: {', '.join(COLLECTIVE_TYPES)}") from None
 
 
-def collective_name(value: int) -> str:
-    try:
-        return COLLECTIVE_NAMES[value]
-    except KeyError:
-        raise ValueError(f"unsupported Chakra collective type {value}") from None
-
-
 def frame(message: Any) -> bytes:
     """One length-delimited record."""
     body = message.SerializeToString()
@@ -86,43 +79,3 @@ def iter_records(data: bytes, source: str = "<bytes>") -> Iterator[bytes]:
             raise RunDirError(f"{source}: truncated record at byte {position} (needs {size} bytes)")
         yield data[position : position + size]
         position += size
-
-
-def read_trace(path: Path) -> tuple[Any, list[Any]]:
-    """Return (GlobalMetadata, [Node, ...]); raise RunDirError naming the file on any defect."""
-    path = Path(path)
-    if not path.is_file():
-        raise RunDirError(f"{path}: trace file missing")
-    records = iter_records(path.read_bytes(), str(path))
-    metadata = pb.GlobalMetadata()
-    try:
-        first = next(records)
-    except StopIteration:
-        raise RunDirError(f"{path}: empty trace (no GlobalMetadata record)") from None
-    try:
-        metadata.ParseFromString(first)
-    except DecodeError as exc:
-        raise RunDirError(f"{path}: first record is not GlobalMetadata ({exc})") from None
-    nodes = []
-    for index, record in enumerate(records):
-        node = pb.Node()
-        try:
-            node.ParseFromString(record)
-        except DecodeError as exc:
-            raise RunDirError(f"{path}: record {index + 1} is not a Chakra node ({exc})") from None
-        nodes.append(node)
-    return metadata, nodes
-
-
-def attributes(node: Any) -> dict[str, Any]:
-    """A node's attributes as a plain dict (whatever integer width the writer chose)."""
-    values: dict[str, Any] = {}
-    for attr in node.attr:
-        kind = attr.WhichOneof("value")
-        if kind is None:
-            continue
-        value = getattr(attr, kind)
-        if kind.endswith("_list"):
-            value = list(value.values)
-        values[attr.name] = value
-    return values

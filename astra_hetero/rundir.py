@@ -64,18 +64,6 @@ class RunDir:
     def manifest_path(self) -> Path:
         return self.root / MANIFEST
 
-    @property
-    def has_workload(self) -> bool:
-        return (self.root / MANIFEST).is_file() and (self.root / COMM_GROUPS).is_file()
-
-    @property
-    def has_ns3(self) -> bool:
-        return (self.root / NS3_TOPOLOGY).is_file()
-
-    @property
-    def has_analytical(self) -> bool:
-        return (self.root / ANALYTICAL_NETWORK).is_file()
-
     def read_manifest(self) -> dict[str, Any]:
         from astra_hetero.errors import RunDirError
 

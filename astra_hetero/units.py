@@ -10,7 +10,6 @@ NS_PER_US = 1_000
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
 BYTES_PER_GIB = 1024**3
-BYTES_PER_MIB = 1024**2
 
 
 def gbps_to_bytes_per_ns(gbps: float) -> float:
@@ -34,18 +33,6 @@ def gbytes_per_s_to_analytical_bandwidth(gbytes_per_s: float) -> float:
     (measured: an all-gather's time grows 1 ns per 53.69 bytes); 46.57 moves the intended 50.
     """
     return gbytes_per_s * NS_PER_S / BYTES_PER_GIB
-
-
-def tflops_to_flops_per_ns(tflops: float) -> float:
-    return tflops * 1e3
-
-
-def tbytes_per_s_to_bytes_per_ns(tbytes_per_s: float) -> float:
-    return tbytes_per_s * 1e3
-
-
-def ns_to_us(ns: float) -> float:
-    return ns / NS_PER_US
 
 
 def us_to_ns(us: float) -> int:

@@ -20,14 +20,6 @@ class GpuRecord:
     compute_efficiency: float
     memory_efficiency: float
 
-    @property
-    def effective_tflops(self) -> float:
-        return self.bf16_tflops * self.compute_efficiency
-
-    @property
-    def effective_hbm_tbps(self) -> float:
-        return self.hbm_tbps * self.memory_efficiency
-
 
 @dataclass(frozen=True)
 class FabricRecord:

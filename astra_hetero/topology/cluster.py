@@ -31,8 +31,6 @@ from astra_hetero.spec.devices import enumerate_devices
 from astra_hetero.spec.schema import NetworkSpec, NodeGroupSpec, Spec
 from astra_hetero.units import gbytes_per_s_to_gbps
 
-SWITCH_ROLES = ("intra", "nic", "leaf", "rail", "core", "spine")
-
 
 @dataclass(frozen=True)
 class _Nic:

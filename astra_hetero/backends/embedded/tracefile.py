@@ -4,7 +4,7 @@ A Chakra file is a GlobalMetadata record followed by length-delimited Node recor
 `Node.ParseFromString` at a time costs about three times more than parsing the whole file as a single
 `repeated Node` field, so we re-frame the records (prefix each with the field-1 tag byte) and parse
 them once with a wrapper message type declared in a private descriptor pool. The wire format is
-untouched: this is exactly the data `chakra_io.read_trace` reads, only faster for 1024 files.
+untouched: this is exactly the data Chakra's own reader sees, only faster for 1024 files.
 
 The columns are numpy arrays and one bytes blob of names, so a trace decoded in a worker process
 crosses back to the parent as a few raw buffers rather than millions of Python objects.
