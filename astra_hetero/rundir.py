@@ -65,15 +65,22 @@ class RunDir:
         return self.root / MANIFEST
 
     def read_manifest(self) -> dict[str, Any]:
-        from astra_hetero.errors import RunDirError
+        return read_json_object(self.manifest_path, "run `astra-hetero generate` first")
 
-        path = self.manifest_path
-        if not path.is_file():
-            raise RunDirError(f"{path}: missing (run `astra-hetero generate` first)")
-        try:
-            return json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise RunDirError(f"{path}: not valid JSON ({exc})") from None
+
+def read_json_object(path: Path, if_missing: str) -> dict[str, Any]:
+    """A run-directory JSON file that must hold an object; RunDirError naming the file otherwise."""
+    from astra_hetero.errors import RunDirError
+
+    if not path.is_file():
+        raise RunDirError(f"{path}: missing ({if_missing})")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise RunDirError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path}: expected a JSON object")
+    return data
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -63,16 +63,15 @@ def plan_workload(spec: Spec) -> WorkloadPlan:
         costs.setdefault(device.gpu_type, DeviceCostModel(device.spec.gpu, calibration))
     total_mb = spec.parallelism.global_batch_size // spec.parallelism.micro_batch_size
     most_mb = total_mb - (spec.parallelism.dp - 1)  # a replica's share can be no larger
+    blocks = {key: device_blocks(cost, x, spec.parallelism.recompute) for key, cost in costs.items()}
     partition = build_partition(
         spec,
         layout,
-        x,
-        lambda rank: costs[layout.devices[rank].gpu_type],
+        lambda rank: blocks[layout.devices[rank].gpu_type],
         lambda stage: max_layers_that_fit(spec, layout, stage, most_mb),
     )
     check_memory(spec, layout, partition)
     groups = _comm_groups(spec, layout)
-    blocks = {key: device_blocks(cost, x, spec.parallelism.recompute) for key, cost in costs.items()}
     contexts = [_context(spec, layout, partition, groups, blocks, rank) for rank in range(layout.num_ranks)]
     bindings = [_binding(spec, layout, groups, rank) for rank in range(layout.num_ranks)]
     return WorkloadPlan(spec, layout, partition, groups, contexts, bindings)

@@ -12,19 +12,8 @@ from dataclasses import dataclass
 
 from astra_hetero.errors import InfeasiblePlan
 from astra_hetero.spec.schema import Spec
-from astra_hetero.workload.costs import (
-    Collective,
-    Op,
-    Shape,
-    embedding_backward,
-    embedding_forward,
-    head_backward,
-    head_forward,
-    layer_backward,
-    layer_forward,
-)
+from astra_hetero.workload.blocks import Block, DeviceBlocks, Segment
 from astra_hetero.workload.layout import Layout
-from astra_hetero.workload.timing import DeviceCostModel
 
 
 @dataclass(frozen=True)
@@ -37,24 +26,20 @@ class Partition:
         return start, start + self.layers_per_stage[stage]
 
 
-def ops_time_ns(cost: DeviceCostModel, ops: Sequence[Op | Collective], phase: str, x: Shape) -> float:
-    return sum(cost.time_ns(op, phase, x) for op in ops if isinstance(op, Op))
+def block_time_ns(block: Block) -> float:
+    return sum(item.time_ns for item in block if isinstance(item, Segment))
 
 
-def stage_costs(cost: DeviceCostModel, x: Shape, recompute: str, stage: int, pp: int) -> tuple[float, float]:
+def stage_costs(blocks: DeviceBlocks, stage: int, pp: int, full_recompute: bool) -> tuple[float, float]:
     """(time per layer, fixed extra time) for one micro-batch, forward plus backward, on one device."""
-    per_layer = ops_time_ns(cost, layer_forward(x), "fwd", x) + ops_time_ns(
-        cost, layer_backward(x, recompute), "bwd", x
+    per_layer = block_time_ns(blocks.layer_fwd) * (2 if full_recompute else 1) + block_time_ns(
+        blocks.layer_bwd
     )
-    if recompute == "full":
-        per_layer += ops_time_ns(cost, layer_forward(x), "fwd", x)
     extra = 0.0
     if stage == 0:
-        extra += ops_time_ns(cost, embedding_forward(x), "fwd", x) + ops_time_ns(
-            cost, embedding_backward(x), "bwd", x
-        )
+        extra += block_time_ns(blocks.embedding_fwd) + block_time_ns(blocks.embedding_bwd)
     if stage == pp - 1:
-        extra += ops_time_ns(cost, head_forward(x), "fwd", x) + ops_time_ns(cost, head_backward(x), "bwd", x)
+        extra += block_time_ns(blocks.head_fwd) + block_time_ns(blocks.head_bwd)
     return per_layer, extra
 
 
@@ -98,23 +83,19 @@ def even_split(total: int, parts: int) -> list[int]:
 def build_partition(
     spec: Spec,
     layout: Layout,
-    x: Shape,
-    cost_for: Callable[[int], DeviceCostModel],
+    blocks_for: Callable[[int], DeviceBlocks],
     max_layers: Callable[[int], int] | None = None,
 ) -> Partition:
-    """`cost_for(rank)` gives the cost model of the GPU at that rank; `max_layers(stage)` the most
+    """`blocks_for(rank)` gives the timed blocks of the GPU at that rank; `max_layers(stage)` the most
     layers that fit in the memory of every device serving that stage (auto never exceeds it)."""
     par, model = spec.parallelism, spec.model
-    per_stage = [
-        max(
-            (
-                stage_costs(cost_for(layout.rank_of(s, r, 0)), x, par.recompute, s, par.pp)
-                for r in range(par.dp)
-            ),
-            key=lambda c: c[0] + c[1],
-        )
+    full = par.recompute == "full"
+    # costs[stage][replica]: what one micro-batch costs that cell's GPU type
+    costs = [
+        [stage_costs(blocks_for(layout.rank_of(s, r, 0)), s, par.pp, full) for r in range(par.dp)]
         for s in range(par.pp)
     ]
+    per_stage = [max(row, key=lambda c: c[0] + c[1]) for row in costs]
     layers_spec = spec.partition.layers
     if isinstance(layers_spec, list):
         layers = list(layers_spec)
@@ -138,20 +119,9 @@ def build_partition(
     if isinstance(batches_spec, list):
         batches = list(batches_spec)
     elif batches_spec == "auto":
-        bottleneck = []
-        for r in range(par.dp):
-            stage_times = [
-                n * pl + ex
-                for n, (pl, ex) in zip(
-                    layers,
-                    (
-                        stage_costs(cost_for(layout.rank_of(s, r, 0)), x, par.recompute, s, par.pp)
-                        for s in range(par.pp)
-                    ),
-                    strict=True,
-                )
-            ]
-            bottleneck.append(max(stage_times))
+        bottleneck = [
+            max(n * costs[s][r][0] + costs[s][r][1] for s, n in enumerate(layers)) for r in range(par.dp)
+        ]
         batches = greedy_min_max(total_mb, bottleneck, [0.0] * par.dp, [par.pp - 1] * par.dp) or []
     else:
         batches = [total_mb // par.dp] * par.dp

@@ -11,7 +11,6 @@ they run in `logs/` to keep that copy beside our own log.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
@@ -109,13 +108,5 @@ def _require(run_dir: Path, relative: str) -> None:
 
 
 def _read_json(run_dir: Path, relative: str) -> dict:
-    _require(run_dir, relative)
-    path = run_dir / relative
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise RunDirError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise RunDirError(f"{path}: expected a JSON object")
-    return data
+    return rundir.read_json_object(run_dir / relative, "run `astra-hetero build` on this directory first")
 

@@ -112,12 +112,7 @@ def _comm_groups(path: Path, num_ranks: int) -> dict[str, tuple[int, ...]]:
     groups: dict[str, tuple[int, ...]] = {"": tuple(range(num_ranks))}
     if not path.is_file():
         return groups
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise RunDirError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise RunDirError(f'{path}: expected an object {{"<group id>": [ranks]}}')
+    data = rundir.read_json_object(path, "")
     for name, members in data.items():
         valid = isinstance(members, list) and all(isinstance(r, int) and 0 <= r < num_ranks for r in members)
         if not valid:
