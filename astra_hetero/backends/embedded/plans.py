@@ -23,7 +23,7 @@ class PhasePlan:
     memory_ns_per_byte: float = 0.0  # reduction through memory, per byte of the collective's size
 
 
-class Planner:
+class CommPlanner:
     def __init__(
         self,
         router: Router,
