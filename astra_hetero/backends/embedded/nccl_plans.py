@@ -18,6 +18,7 @@ time: NCCL's achievable bandwidths include them.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from astra_hetero.backends.embedded.comm_inputs import CommInputs
@@ -80,7 +81,7 @@ class NcclCommPlanner:
         else:
             forced = self.comm.algorithm if kind == tuning.ALL_REDUCE else "auto"
             try:
-                choice = tuning.choose(self.c, facts.tuning, kind, total, forced, self.comm.protocol)
+                choice = tuning.choose(self.c, facts.communicator, kind, total, forced, self.comm.protocol)
             except ValueError as exc:
                 raise RunDirError(f"collective on ranks {_ranks(members)}: {exc}") from None
             latency_us, time_us = choice.latency_us, choice.time_us(total)
@@ -118,10 +119,8 @@ class NcclCommPlanner:
             channels=channels,
             net_hop_floor_us=max((self.router.route(a, b).latency_ns for a, b in inter), default=0) / 1000,
         )
-        groups = (
-            frozenset(self.comm.node_groups[r] for r in members) if self.comm.node_groups else frozenset()
-        )
-        facts = _Facts(communicator, ring_links, "intra_node" if num_nodes == 1 else "inter_node", groups)
+        scope = "intra_node" if num_nodes == 1 else "inter_node"
+        facts = _Facts(communicator, ring_links, scope, self._groups(members))
         self._facts[members] = facts
         return facts
 
@@ -135,8 +134,7 @@ class NcclCommPlanner:
         ranks = {r for pair in pairs for r in pair}
         num_nodes = len({self.machines[r] for r in ranks})
         routes = [self.router.route(a, b) for a, b in pairs]
-        groups = frozenset(self.comm.node_groups[r] for r in ranks)
-        table = self._table("inter_node" if num_nodes > 1 else "intra_node", kind, groups)
+        table = self._table("inter_node" if num_nodes > 1 else "intra_node", kind, self._groups(ranks))
         if table is not None:
             ratio = tuning.bus_factor(kind, len(ranks)) / table.table.bus_factor
             time_us = table.table.time_us(size) * ratio
@@ -156,11 +154,15 @@ class NcclCommPlanner:
         return (self._phase(links, size, latency_us, time_us - latency_us),)
 
     # --- helpers ------------------------------------------------------------------------------------
+    def _groups(self, ranks) -> frozenset[str]:
+        names = self.comm.node_groups
+        return frozenset(names[r] for r in ranks) if names else frozenset()
+
     def _table(self, scope: str, kind: str, groups: frozenset[str]) -> ScopedTable | None:
         return select_table(list(self.comm.tables), scope, kind, set(groups)) if self.comm.tables else None
 
     def _count(self, kind: str, facts: _Facts, total: float, algorithm: str, protocol: str) -> None:
-        t = facts.tuning
+        t = facts.communicator
         key = (kind, t.num_ranks, t.num_nodes, int(total), algorithm, protocol)
         self.chosen[key] = self.chosen.get(key, 0) + 1
 
@@ -205,11 +207,14 @@ class NcclCommPlanner:
         return efficiency, kinds
 
 
+@dataclass(frozen=True)
 class _Facts:
-    __slots__ = ("tuning", "ring_links", "scope", "groups")
+    """A communicator as the tuner sees it, the links its rings load, its scope and node groups."""
 
-    def __init__(self, communicator: tuning.Communicator, ring_links: Links, scope: str, groups) -> None:
-        self.tuning, self.ring_links, self.scope, self.groups = communicator, ring_links, scope, groups
+    communicator: tuning.Communicator
+    ring_links: Links
+    scope: str  # intra_node | inter_node
+    groups: frozenset[str]
 
 
 def _rotated_ring(locals_: list[list[int]], channel: int) -> list[int]:
