@@ -33,7 +33,7 @@ class SimInput:
     groups: dict[str, tuple[int, ...]]  # pg_name -> members; "" is every rank
     topology: Topology
     machines: list[int]  # rank -> machine index (for hierarchical collectives)
-    algorithm: str  # the ideal model's collective algorithm (ring | hierarchical)
+    algorithm: str  # ideal model: ring | hierarchical; NCCL model: auto or a forced algorithm
     labels: list[dict[str, Any]] = field(default_factory=list)  # manifest's per-rank entries
     max_comm_in_flight: int = 0  # collectives/sends a rank may have in flight; 0 = unlimited
     comm: CommInputs = CommInputs()  # communication model, link kinds, architectures, nccl-tests tables
