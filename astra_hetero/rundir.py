@@ -7,6 +7,8 @@ A run directory is what every backend executes. Its paths are a contract with ot
     workload/workload.<rank>.et     Chakra execution traces, one per rank
     workload/comm_groups.json       ASTRA-sim comm groups ({"<id>": [ranks]})
     ns3/topology.txt, ns3/config.txt, ns3/logical_topology.json, ns3/flow.txt, ns3/trace.txt
+    ns3/link_kinds.json             the kind of every topology.txt link (nvlink, pcie, xgmi, nic, uplink)
+    nccl_tests/                     copies of the spec's measured nccl-tests tables (manifest lists them)
     analytical/network.yml, analytical/system.json           multi-dimensional (congestion-unaware)
     analytical/network_1d.yml, analytical/system_1d.json     one dimension (congestion-aware)
     analytical/remote_memory.json
@@ -37,6 +39,8 @@ NS3_DIR = "ns3"
 NS3_TOPOLOGY = "ns3/topology.txt"
 NS3_CONFIG = "ns3/config.txt"
 NS3_LOGICAL_TOPOLOGY = "ns3/logical_topology.json"
+NS3_LINK_KINDS = "ns3/link_kinds.json"
+NCCL_TESTS_DIR = "nccl_tests"
 ANALYTICAL_DIR = "analytical"
 ANALYTICAL_NETWORK = "analytical/network.yml"
 ANALYTICAL_SYSTEM = "analytical/system.json"

@@ -19,12 +19,14 @@ class GpuRecord:
     memory_gib: float
     compute_efficiency: float
     memory_efficiency: float
+    architecture: str
 
 
 @dataclass(frozen=True)
 class FabricRecord:
     key: str
     name: str
+    kind: str
     gbytes_per_s: float
     latency_ns: float
 

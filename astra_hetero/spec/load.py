@@ -8,8 +8,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from astra_hetero.comm.measured import resolve_spec_tables
 from astra_hetero.errors import SpecError
-from astra_hetero.spec.schema import Spec
+from astra_hetero.spec.schema import NcclTestsTable, Spec
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
@@ -66,8 +67,14 @@ def parse_spec(data: Any, source: Path | None = None) -> Spec:
     except ValidationError as exc:
         raise spec_error_from_validation(exc) from None
     check_consistency(spec)
+    base = source.parent if source is not None else Path.cwd()
+    if spec.collectives.nccl_tests:
+        tables = resolve_spec_tables(spec.collectives.nccl_tests, base, spec.cluster.group_names)
+        collectives = spec.collectives.model_copy(
+            update={"nccl_tests": {k: [NcclTestsTable(**t) for t in v] for k, v in tables.items()}}
+        )
+        spec = spec.model_copy(update={"collectives": collectives})
     if spec.calibration is not None:
-        base = source.parent if source is not None else Path.cwd()
         calibration = (base / spec.calibration).resolve()
         if not calibration.is_file():
             raise SpecError("calibration", f"file not found: {calibration}")

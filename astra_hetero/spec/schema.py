@@ -10,8 +10,17 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    field_validator,
+    model_validator,
+)
 
+from astra_hetero.comm.catalog import known_architectures
 from astra_hetero.spec.catalog import fabric_catalog, gpu_catalog, model_catalog, normalize_key
 
 
@@ -87,11 +96,21 @@ class GpuSpec(Strict):
     compute_multiplier: PositiveFloat = Field(
         1.0, description="scales both throughputs, e.g. 0.5 = half as fast as the preset it starts from"
     )
+    architecture: str = Field(
+        description="GPU generation (volta, ampere, ada, hopper, blackwell, cdna3): NCCL tunes by it"
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _preset(cls, data: Any) -> Any:
         return _merge_preset(data, gpu_catalog(), "gpu")
+
+    @field_validator("architecture")
+    @classmethod
+    def _known_architecture(cls, value: str) -> str:
+        if value not in known_architectures():
+            raise ValueError(f"unknown architecture {value!r}; known: {', '.join(known_architectures())}")
+        return value
 
     @property
     def type_key(self) -> str:
@@ -112,6 +131,9 @@ class FabricSpec(Strict):
 
     preset: str | None = None
     name: str = "custom"
+    kind: Literal["nvlink", "pcie", "xgmi"] = Field(
+        description="link family: sets the achievable fraction and hop latency in the NCCL model"
+    )
     gbytes_per_s: PositiveFloat
     latency_ns: Annotated[float, Field(ge=0)]
 
@@ -285,15 +307,78 @@ class PartitionSpec(Strict):
     )
 
 
+NcclScope = Literal["intra_node", "inter_node"]
+
+
+class NcclTestsTable(Strict):
+    """One nccl-tests output: a path, or `{path, collective, node_group}`."""
+
+    path: str = Field(description="output of all_reduce_perf (or friends), relative to the spec")
+    collective: Literal["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"] | None = (
+        Field(None, description="what it measured; default: read from the output or the file name")
+    )
+    node_group: str | None = Field(
+        None, description="applies only to communicators whose ranks all lie in this node group"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        return {"path": data} if isinstance(data, str) else data
+
+
 class CollectiveSpec(Strict):
-    algorithm: Literal["ring", "hierarchical"] = Field(
-        "hierarchical", description="how multi-node collectives run (NCCL-like hierarchical or one ring)"
+    """How the embedded engine prices communication. `model: nccl` (default) follows NCCL: per
+    collective and size its algorithm and protocol, latencies and achievable bandwidth; `model: ideal`
+    is ASTRA-sim's analytical model (full link rate, path latency per step)."""
+
+    model: Literal["nccl", "ideal"] = "nccl"
+    algorithm: Literal["auto", "ring", "tree", "nvls", "nvls_tree", "hierarchical"] = Field(
+        "auto",
+        description="nccl: auto (NCCL's choice by size) or force ring | tree | nvls | nvls_tree for "
+        "all-reduce (like NCCL_ALGO); ideal: hierarchical (auto) or ring",
+    )
+    protocol: Literal["auto", "ll", "ll128", "simple"] = Field(
+        "auto", description="nccl only: force one protocol (like NCCL_PROTO)"
+    )
+    nccl_tests: dict[NcclScope, list[NcclTestsTable]] = Field(
+        default_factory=dict,
+        description="measured nccl-tests tables that override the modelled bandwidth, by scope: "
+        "intra_node (communicators inside one node) or inter_node",
     )
     max_in_flight_per_rank: PositiveInt | None = Field(
         None,
         description="collectives/sends one rank may run at once in the embedded engine; None = no limit "
         "(separate NCCL streams overlap); 1 = ASTRA-sim's rule (one communication op per NPU)",
     )
+
+    @field_validator("nccl_tests", mode="before")
+    @classmethod
+    def _lists(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {k: v if isinstance(v, list) else [v] for k, v in data.items()}
+        return data
+
+    @model_validator(mode="after")
+    def _fits_model(self) -> CollectiveSpec:
+        if self.model == "ideal":
+            if self.algorithm not in ("auto", "ring", "hierarchical"):
+                raise ValueError(
+                    f"algorithm {self.algorithm} is NCCL's; the ideal model runs ring or hierarchical"
+                )
+            if self.protocol != "auto" or self.nccl_tests:
+                raise ValueError("protocol and nccl_tests need model: nccl")
+        elif self.algorithm == "hierarchical":
+            raise ValueError(
+                "algorithm hierarchical is the ideal model's; set model: ideal, or use NCCL's "
+                "auto, ring, tree, nvls or nvls_tree"
+            )
+        return self
+
+    @property
+    def resolved_algorithm(self) -> str:
+        """The algorithm the run directory records: the ideal model's default is hierarchical."""
+        return "hierarchical" if self.model == "ideal" and self.algorithm == "auto" else self.algorithm
 
 
 class Spec(Strict):

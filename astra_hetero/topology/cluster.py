@@ -15,14 +15,14 @@ to its leaf would give two GPUs of one node two equally short paths, through the
 the leaf, and ns-3's hop-count ECMP would send about half of the intra-node traffic over the NIC. With
 fewer (or more) NICs than GPUs, the NICs hang off the intra-node switch (GPU - NVSwitch - NIC - leaf).
 
-Edge attributes: `rate_gbps`, `latency_ns`, `kind` (the fabric family such as "nvlink" or "pcie" for
-GPU links inside a node, "nic" for every NIC link, "uplink" for leaf/rail-to-spine links).
+Edge attributes: `rate_gbps`, `latency_ns`, `kind` (the fabric family "nvlink", "pcie" or "xgmi" for
+GPU links inside a node, "nic" for every NIC link, "uplink" for leaf/rail-to-spine links). The kinds go
+into the run directory (`ns3/link_kinds.json`) for the embedded engine's NCCL model.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import networkx as nx
@@ -41,9 +41,8 @@ class _Nic:
 
 
 def fabric_kind(group: NodeGroupSpec) -> str:
-    """Link kind of a group's intra-node fabric: the preset's family ("nvlink4" -> "nvlink")."""
-    preset = group.intra_node_fabric.preset
-    return re.sub(r"\d+$", "", preset) if preset else "fabric"
+    """Link kind of a group's intra-node fabric: its family (nvlink, pcie, xgmi)."""
+    return group.intra_node_fabric.kind
 
 
 def build_cluster_graph(spec: Spec) -> nx.Graph:

@@ -106,6 +106,11 @@ def ecn_entries(rates_gbps: set[float], network: NetworkSpec) -> list[EcnEntry]:
     return entries
 
 
+def _ordered_edges(graph: nx.Graph) -> list[tuple[int, int, dict]]:
+    """Edges in the order topology.txt lists them (by their lower, then higher, node id)."""
+    return sorted(graph.edges(data=True), key=lambda e: (min(e[0], e[1]), max(e[0], e[1])))
+
+
 def topology_text(graph: nx.Graph, network: NetworkSpec) -> str:
     gpus = gpu_ids(graph)
     if gpus != list(range(len(gpus))):
@@ -118,7 +123,7 @@ def topology_text(graph: nx.Graph, network: NetworkSpec) -> str:
             "delay": format_delay_ns(attrs["latency_ns"]),
             "error_rate": _number(network.ns3.link_error_rate),
         }
-        for u, v, attrs in sorted(graph.edges(data=True), key=lambda e: (min(e[0], e[1]), max(e[0], e[1])))
+        for u, v, attrs in _ordered_edges(graph)
     ]
     return render(
         "topology.txt.j2", num_nodes=graph.number_of_nodes(), switches=switch_ids(graph), links=links
@@ -160,6 +165,13 @@ def config_text(graph: nx.Graph, network: NetworkSpec) -> str:
     )
 
 
+def link_kinds_text(graph: nx.Graph) -> str:
+    """The kind of every topology.txt link, line by line: the embedded engine's NCCL model prices a
+    link by its kind (ns-3 reads rates and delays only)."""
+    kinds = [attrs["kind"] for _, _, attrs in _ordered_edges(graph)]
+    return json.dumps({"format": "astra-hetero/link-kinds@1", "kinds": kinds}) + "\n"
+
+
 def trace_text(graph: nx.Graph, network: NetworkSpec) -> str:
     """Nodes whose packet events ns-3 records: all NPUs when tracing is on, none otherwise."""
     nodes = gpu_ids(graph) if network.ns3.enable_trace else []
@@ -174,6 +186,7 @@ def write_ns3(graph: nx.Graph, network: NetworkSpec, root: Path) -> None:
         rundir.NS3_CONFIG: config_text(graph, network),
         NS3_FLOW: "0\n",
         NS3_TRACE: trace_text(graph, network),
+        rundir.NS3_LINK_KINDS: link_kinds_text(graph),
         rundir.NS3_LOGICAL_TOPOLOGY: json.dumps({"logical-dims": [str(len(gpu_ids(graph)))]}, indent=4)
         + "\n",
     }

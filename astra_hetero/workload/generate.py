@@ -12,6 +12,7 @@ import yaml
 
 from astra_hetero import rundir
 from astra_hetero.chakra_io import write_trace
+from astra_hetero.comm.measured import copy_tables, table_records
 from astra_hetero.spec.schema import Spec
 from astra_hetero.workload.blocks import DeviceBlocks, device_blocks
 from astra_hetero.workload.costs import (
@@ -202,6 +203,7 @@ def manifest(plan: WorkloadPlan) -> dict[str, Any]:
                 "num_micro_batches": partition.micro_batches_per_replica[place.replica],
                 # peak device-memory bandwidth, as ASTRA-sim's local-mem-bw: collectives reduce through it
                 "hbm_gbytes_per_s": device.spec.gpu.hbm_tbps * device.spec.gpu.compute_multiplier * 1000,
+                "architecture": device.spec.gpu.architecture,  # NCCL tunes a communicator by it
             }
         )
     groups = {
@@ -221,7 +223,10 @@ def manifest(plan: WorkloadPlan) -> dict[str, Any]:
         "name": spec.name,
         "num_ranks": layout.num_ranks,
         "num_nodes": spec.cluster.num_nodes,
-        "collective_algorithm": spec.collectives.algorithm,
+        "collective_model": spec.collectives.model,
+        "collective_algorithm": spec.collectives.resolved_algorithm,
+        "collective_protocol": spec.collectives.protocol,
+        "nccl_tests": table_records(spec.collectives.nccl_tests),
         "max_comm_in_flight_per_rank": spec.collectives.max_in_flight_per_rank,
         "model": spec.model.model_dump(mode="json"),
         "parallelism": spec.parallelism.model_dump(mode="json"),
@@ -239,6 +244,7 @@ def write_workload(spec: Spec, staging: Path, progress: Progress | None = None) 
     (staging / rundir.WORKLOAD_DIR).mkdir(parents=True, exist_ok=True)
     for rank, data in encoded_traces(plan, progress):
         write_trace(staging / f"{rundir.WORKLOAD_PREFIX}.{rank}.et", [data])
+    copy_tables(spec.collectives.nccl_tests, staging)
     (staging / rundir.COMM_GROUPS).write_text(json.dumps({g.id: list(g.ranks) for g in plan.groups}) + "\n")
     (staging / rundir.MANIFEST).write_text(json.dumps(manifest(plan), indent=1) + "\n")
     (staging / rundir.SPEC).write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))

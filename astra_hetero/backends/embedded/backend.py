@@ -34,14 +34,15 @@ class EmbeddedBackend:
         gc.disable()
         try:
             sim = read_run_dir(Path(run_dir), self.workers)
-            outcome = Engine(sim).run()
-            output = self._output(sim, outcome, time.perf_counter() - started)
+            engine = Engine(sim)
+            outcome = engine.run()
+            output = self._output(sim, outcome, time.perf_counter() - started, engine.comm_plans)
         finally:
             if gc_was_enabled:
                 gc.enable()
         return output
 
-    def _output(self, sim: SimInput, outcome: EngineOutcome, wall_s: float) -> RunOutput:
+    def _output(self, sim: SimInput, outcome: EngineOutcome, wall_s: float, plans: Any) -> RunOutput:
         iteration_ns = max(outcome.finish_ns, default=0)
         ranks = tuple(_rank_result(sim, rank, outcome, iteration_ns) for rank in range(sim.num_ranks))
         stats = tuple(
@@ -62,8 +63,15 @@ class EmbeddedBackend:
             ranks=ranks,
             collectives=stats,
             wall_time_s=round(wall_s, 3),
+            warnings=sim.comm.warnings,
             meta={
-                "collective_algorithm": sim.algorithm,
+                "collective_model": sim.comm.model,
+                "collective_algorithm": sim.comm.algorithm,
+                **(
+                    {"collective_protocol": sim.comm.protocol, "nccl_choices": plans.summary()}
+                    if sim.comm.model == "nccl"
+                    else {}
+                ),
                 "num_nodes": len(outcome.workload.kinds),
                 "num_events": outcome.num_events,
                 "num_rate_recomputes": outcome.num_recomputes,

@@ -25,7 +25,7 @@ from itertools import pairwise
 
 from astra_hetero.backends.embedded import events
 from astra_hetero.backends.embedded.network import Flow, FlowNetwork
-from astra_hetero.backends.embedded.plans import PhasePlan, CommPlanner
+from astra_hetero.backends.embedded.plans import PhasePlan, comm_planner
 from astra_hetero.backends.embedded.routing import Router
 from astra_hetero.backends.embedded.rundir_reader import SimInput
 from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_COMP, KIND_RECV
@@ -77,7 +77,7 @@ class Engine:
         self.groups, self.group_members, self.sizes = self.w.groups, self.w.group_members, self.w.sizes
         self.coll_types = self.w.coll_types
         router = Router(sim.topology)
-        self.comm_plans = CommPlanner(router, sim.machines, sim.algorithm, sim.memory_bytes_per_ns)
+        self.comm_plans = comm_planner(sim, router)
         self.net = FlowNetwork(router.bundle_bytes_per_ns)
         self.queue = events.EventQueue()
         n, num_ranks = len(self.w.kinds), sim.num_ranks
@@ -273,7 +273,7 @@ class Engine:
                 w.group_names[group],
                 kind,
                 self.sizes[g],
-                self.comm_plans.collective(self.group_members[group], kind),
+                self.comm_plans.collective(self.group_members[group], kind, self.sizes[g]),
             )
             self.forming[key] = comm
         elif self.coll_types[g] != self.coll_types[comm.nodes[0]] or self.sizes[g] != comm.size:
@@ -364,7 +364,8 @@ class Engine:
     def _issue_send(self, g: int, now: int) -> None:
         w = self.w
         src, dst = w.rank_of[g], w.peers[g]
-        comm = Comm(f"{src}->{dst}", "send_recv", w.sizes[g], self.comm_plans.transfer(src, dst))
+        size = w.sizes[g]
+        comm = Comm(f"{src}->{dst}", "send_recv", size, self.comm_plans.transfer(src, dst, size))
         comm.nodes.append(g)
         key = (src, dst, w.tags[g])
         waiting = self.recvs.get(key)

@@ -1,17 +1,29 @@
 """Collective phases mapped onto the network: which links each phase loads, and its latency.
 
-A phase's transfers are routed and their link fractions summed into one coflow description; the
-phase's latency is its step count times the slowest transfer's path latency. Plans depend only on
-the group, the collective kind and the algorithm (not on the size), so they are cached per run.
+Two models share one interface, `collective(members, kind, size)` and `transfer(src, dst, size)`, each
+returning a tuple of `PhasePlan`:
+
+- `CommPlanner`, the *ideal* model (ASTRA-sim's analytical one): a phase's transfers are routed and
+  their link fractions summed into one coflow description; the phase's latency is its step count times
+  the slowest transfer's path latency; links run at their full rate. Plans depend only on the group,
+  the collective kind and the algorithm (not on the size), so they are cached per run.
+- `NcclCommPlanner` (nccl_plans.py), the NCCL-like model, whose plans depend on the size too.
+
+`comm_planner` picks the one the run directory asks for.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from astra_hetero.backends.embedded import collectives
 from astra_hetero.backends.embedded.network import solo_rate
 from astra_hetero.backends.embedded.routing import Router
+
+if TYPE_CHECKING:
+    from astra_hetero.backends.embedded.nccl_plans import NcclCommPlanner
+    from astra_hetero.backends.embedded.rundir_reader import SimInput
 
 
 @dataclass(frozen=True)
@@ -37,7 +49,7 @@ class CommPlanner:
         self.memory_bytes_per_ns = memory_bytes_per_ns  # per rank; None: reductions cost no time
         self._cache: dict[tuple[tuple[int, ...], str], tuple[PhasePlan, ...]] = {}
 
-    def collective(self, members: tuple[int, ...], kind: str) -> tuple[PhasePlan, ...]:
+    def collective(self, members: tuple[int, ...], kind: str, size: int = 0) -> tuple[PhasePlan, ...]:
         key = (members, kind)
         plan = self._cache.get(key)
         if plan is None:
@@ -48,7 +60,7 @@ class CommPlanner:
             self._cache[key] = plan
         return plan
 
-    def transfer(self, src: int, dst: int) -> tuple[PhasePlan, ...]:
+    def transfer(self, src: int, dst: int, size: int = 0) -> tuple[PhasePlan, ...]:
         key = ((src, dst), "p2p")
         plan = self._cache.get(key)
         if plan is None:
@@ -74,3 +86,12 @@ class CommPlanner:
         sorted_links = tuple(sorted(links.items()))
         solo = solo_rate(sorted_links, self.router.bundle_bytes_per_ns) if sorted_links else 0.0
         return PhasePlan(sorted_links, fraction, steps * latency, solo, memory_ns_per_byte)
+
+
+def comm_planner(sim: SimInput, router: Router) -> CommPlanner | NcclCommPlanner:
+    """The planner of the run directory's communication model (`sim.comm.model`)."""
+    if sim.comm.model == "nccl":
+        from astra_hetero.backends.embedded.nccl_plans import NcclCommPlanner
+
+        return NcclCommPlanner(router, sim.machines, sim.comm)
+    return CommPlanner(router, sim.machines, sim.algorithm, sim.memory_bytes_per_ns)

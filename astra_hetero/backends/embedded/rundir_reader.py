@@ -3,7 +3,7 @@
 Works on directories written by `astra-hetero` (manifest.json present) and on plain ASTRA-sim input
 sets: without a manifest the rank count comes from ns3/logical_topology.json or from the trace files,
 the trace prefix is discovered (`<prefix>.<rank>.et` under workload/ or the directory itself), and the
-collective algorithm defaults to hierarchical.
+collectives run the ideal model's hierarchical algorithm (see comm_inputs.py).
 """
 
 from __future__ import annotations
@@ -18,12 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from astra_hetero import rundir
-from astra_hetero.backends.embedded import collectives
+from astra_hetero.backends.embedded.comm_inputs import CommInputs, read_comm_inputs
 from astra_hetero.backends.embedded.topology import Topology, host_groups, read_topology
 from astra_hetero.backends.embedded.tracefile import RankTrace, read_rank_trace
 from astra_hetero.errors import RunDirError
 
-DEFAULT_ALGORITHM = "hierarchical"
 _PARALLEL_MIN_RANKS = 64  # below this, starting worker processes costs more than it saves
 
 
@@ -34,9 +33,10 @@ class SimInput:
     groups: dict[str, tuple[int, ...]]  # pg_name -> members; "" is every rank
     topology: Topology
     machines: list[int]  # rank -> machine index (for hierarchical collectives)
-    algorithm: str
+    algorithm: str  # ideal model: ring | hierarchical; NCCL model: auto or a forced algorithm
     labels: list[dict[str, Any]] = field(default_factory=list)  # manifest's per-rank entries
     max_comm_in_flight: int = 0  # collectives/sends a rank may have in flight; 0 = unlimited
+    comm: CommInputs = CommInputs()  # communication model, link kinds, architectures, nccl-tests tables
 
     @property
     def num_ranks(self) -> int:
@@ -65,20 +65,15 @@ def read_run_dir(root: Path, workers: int | None = None) -> SimInput:
     groups = _comm_groups(prefix.parent / Path(rundir.COMM_GROUPS).name, num_ranks)
     traces = _read_traces([Path(f"{prefix}.{rank}.et") for rank in range(num_ranks)], num_ranks, workers)
     labels = list(manifest.get("ranks", []))
-    algorithm = str(manifest.get("collective_algorithm", DEFAULT_ALGORITHM))
-    if algorithm not in collectives.ALGORITHMS or algorithm == "direct":
-        raise RunDirError(
-            f"{root / rundir.MANIFEST}: collective_algorithm {algorithm!r} is not one of ring, hierarchical"
-        )
+    comm = read_comm_inputs(root, manifest, labels, topology, num_ranks)
     limit = manifest.get("max_comm_in_flight_per_rank") or 0
     if not isinstance(limit, int) or limit < 0:
         raise RunDirError(
             f"{root / rundir.MANIFEST}: max_comm_in_flight_per_rank must be a positive integer "
             f"or null, not {limit!r}"
         )
-    return SimInput(
-        root, traces, groups, topology, _machines(labels, topology, num_ranks), algorithm, labels, limit
-    )
+    machines = _machines(labels, topology, num_ranks)
+    return SimInput(root, traces, groups, topology, machines, comm.algorithm, labels, limit, comm)
 
 
 def _trace_prefix(root: Path, manifest: dict[str, Any]) -> Path:

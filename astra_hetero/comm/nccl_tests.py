@@ -1,0 +1,149 @@
+"""Read `nccl-tests` output (all_reduce_perf and friends) into a per-size table of measured times.
+
+nccl-tests prints one row per message size under a header such as (shortened here)
+
+    #  size    count   type  redop  root   time  algbw  busbw #wrong   time  algbw  busbw #wrong
+    #   (B) (elements)                     (us) (GB/s) (GB/s)          (us) (GB/s) (GB/s)
+    1048576   262144  float    sum    -1  203.2   5.16   9.68      0  207.2   5.06   9.49      0
+
+with out-of-place then in-place columns (older releases lack `redop`/`root`; `-I 1` adds per-iteration
+columns; `-c 0` prints N/A for #wrong). Columns are found by the header's names. The table keeps the
+time (the mean of the out-of-place and in-place times), which nccl-tests prints with more precision than
+the bandwidths, and the run's bus-bandwidth factor busbw / algbw (doc/PERFORMANCE.md: 2(n-1)/n for
+all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 for send/recv), so that the
+table's bus bandwidth carries over to communicators of another size. `size` is nccl-tests' size: the
+whole buffer (the all-gather output, the reduce-scatter input).
+
+Between measured sizes the time is interpolated linearly (a collective's time is latency + size /
+bandwidth, affine between neighbours); below the smallest size it stays at the smallest size's time
+(latency-bound); above the largest it grows at the largest size's bandwidth.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+# nccl-tests binary stem -> the collective it measures, as the simulator names it
+SUPPORTED = {
+    "all_reduce": "all_reduce",
+    "all_gather": "all_gather",
+    "reduce_scatter": "reduce_scatter",
+    "alltoall": "all_to_all",
+    "sendrecv": "send_recv",
+}
+COLLECTIVES = tuple(SUPPORTED.values())
+_BINARY = re.compile(r"\b([a-z_]+?)_perf(?:_mpi)?\b")
+_STARTING = re.compile(r"Collective test starting:\s*([a-z_]+?)_perf", re.IGNORECASE)
+_RANK_LINE = re.compile(r"^#\s+Rank\s+\d+\s+Group", re.IGNORECASE)
+
+
+class NcclTestsError(ValueError):
+    """The text is not nccl-tests output this reader can use; the message says why."""
+
+
+@dataclass(frozen=True)
+class MeasuredTable:
+    collective: str  # one of COLLECTIVES
+    sizes: tuple[int, ...]  # bytes, ascending
+    times_us: tuple[float, ...]
+    bus_factor: float  # busbw / algbw of the measured run
+    num_ranks: int | None  # ranks listed under "Using devices", when printed
+
+    def time_us(self, size: float) -> float:
+        sizes, times = self.sizes, self.times_us
+        if size <= sizes[0]:
+            return times[0]
+        if size >= sizes[-1]:
+            return times[-1] * size / sizes[-1] if sizes[-1] else times[-1]
+        upper = bisect.bisect_right(sizes, size)
+        s0, s1, t0, t1 = sizes[upper - 1], sizes[upper], times[upper - 1], times[upper]
+        return t0 + (t1 - t0) * (size - s0) / (s1 - s0)
+
+    def busbw_gbs(self, size: float) -> float:
+        """Bus bandwidth at `size` bytes (interpolated), GB/s."""
+        return self.bus_factor * size / (1000.0 * self.time_us(size))
+
+
+def collective_of(text: str, filename: str = "") -> str | None:
+    """The nccl-tests binary named in the output (or, failing that, in the file name), as a collective."""
+    names = [m.group(1).lower() for m in _STARTING.finditer(text)]
+    if not names:
+        names = [m.group(1) for m in _BINARY.finditer(text.lower())]
+    if not names:
+        stem = Path(filename).name.lower()
+        names = [key for key in sorted(SUPPORTED, key=len, reverse=True) if key in stem][:1]
+    distinct = sorted(set(names))
+    if len(distinct) > 1:
+        raise NcclTestsError(f"the output names several tests ({', '.join(distinct)}); give one per file")
+    if not distinct:
+        return None
+    if distinct[0] not in SUPPORTED:
+        raise NcclTestsError(
+            f"{distinct[0]}_perf is not used by the simulator; supported: "
+            f"{', '.join(k + '_perf' for k in SUPPORTED)}"
+        )
+    return SUPPORTED[distinct[0]]
+
+
+def parse_nccl_tests(text: str, filename: str = "", collective: str | None = None) -> MeasuredTable:
+    """The table in one nccl-tests output; `collective` overrides what the output says it measured."""
+    if collective is not None and collective not in COLLECTIVES:
+        raise NcclTestsError(f"unknown collective {collective!r}; known: {', '.join(COLLECTIVES)}")
+    found = collective or collective_of(text, filename)
+    if found is None:
+        raise NcclTestsError(
+            "cannot tell which collective was measured (no '<name>_perf' in the output or the file "
+            "name); say it with `collective:`"
+        )
+    header: list[str] | None = None
+    rows: dict[int, tuple[float, float, float]] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        tokens = line.split()
+        if not tokens:
+            continue
+        if tokens[0].startswith("#"):
+            names = line.lstrip("#").split()
+            if header is None and "size" in names and "busbw" in names:
+                header = names
+            continue
+        if header is None or not tokens[0].isdigit():
+            continue  # launcher echo, NCCL INFO lines, warnings
+        size, row = _row(tokens, header, number)
+        if size in rows:
+            raise NcclTestsError(f"line {number}: size {size} appears twice; give one run, one datatype")
+        rows[size] = row
+    if header is None:
+        raise NcclTestsError("no nccl-tests header line ('#  size  count  type ... busbw')")
+    if not rows:
+        raise NcclTestsError("no result rows under the header")
+    sizes = sorted(rows)
+    largest = rows[sizes[-1]]
+    if largest[1] <= 0:
+        raise NcclTestsError(f"algbw is 0 at the largest size {sizes[-1]}; cannot derive the bus factor")
+    num_ranks = sum(1 for line in text.splitlines() if _RANK_LINE.match(line)) or None
+    return MeasuredTable(
+        found, tuple(sizes), tuple(rows[s][0] for s in sizes), largest[2] / largest[1], num_ranks
+    )
+
+
+def _row(tokens: list[str], header: list[str], number: int) -> tuple[int, tuple[float, float, float]]:
+    """(size, (mean time us, mean algbw, mean busbw)) of one result row."""
+    if len(tokens) < len(header):
+        raise NcclTestsError(f"line {number}: {len(tokens)} columns, the header names {len(header)}")
+    columns: dict[str, list[float]] = {"time": [], "algbw": [], "busbw": []}
+    for name, value in zip(header, tokens, strict=False):
+        key = "time" if name in ("time", "cputime") else name
+        if key in columns:
+            try:
+                columns[key].append(float(value))
+            except ValueError:
+                continue  # "N/A" and the like: the other placement still counts
+    if not all(columns.values()):
+        raise NcclTestsError(f"line {number}: no numeric time, algbw or busbw")
+    time_us, algbw, busbw = (sum(v) / len(v) for v in columns.values())
+    if time_us <= 0:
+        raise NcclTestsError(f"line {number}: time must be positive, got {time_us}")
+    return int(tokens[header.index("size")]), (time_us, algbw, busbw)

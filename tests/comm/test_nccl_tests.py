@@ -1,0 +1,108 @@
+"""Reading nccl-tests output: columns by header name, collective from the output, interpolation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from astra_hetero.comm.nccl_tests import NcclTestsError, collective_of, parse_nccl_tests
+
+DATA = Path(__file__).parents[1] / "data" / "nccl_tests"
+H100_ALL_REDUCE = DATA / "all_reduce_perf_8xh100.txt"  # nccl-tests 2.16 layout, one node of 8 H100
+A100_ALL_GATHER = DATA / "all_gather_2x8xa100_hdr.log"  # older layout, launched by mpirun, -c 0 (N/A)
+
+
+def _read(path: Path):
+    return parse_nccl_tests(path.read_text(), path.name)
+
+
+def test_all_reduce_output_gives_every_size_with_the_mean_of_both_placements():
+    table = _read(H100_ALL_REDUCE)
+    assert table.collective == "all_reduce"
+    assert table.sizes == tuple(8 << i for i in range(31))  # 8 B .. 8 GiB, -f 2
+    assert table.num_ranks == 8
+    # 1048576 B row: out-of-place 25.39 us, in-place 25.54 us
+    assert table.time_us(1048576) == pytest.approx((25.39 + 25.54) / 2)
+
+
+def test_bus_factor_is_the_runs_busbw_over_algbw():
+    assert _read(H100_ALL_REDUCE).bus_factor == pytest.approx(2 * 7 / 8, rel=0.01)  # all-reduce, 8 ranks
+    assert _read(A100_ALL_GATHER).bus_factor == pytest.approx(15 / 16, rel=0.01)  # all-gather, 16 ranks
+
+
+def test_older_layout_with_na_error_column_and_command_line_echo():
+    table = _read(A100_ALL_GATHER)
+    assert table.collective == "all_gather"  # from "./build/all_gather_perf" on the mpirun line
+    assert table.num_ranks == 16
+    assert table.sizes[0] == 1024 and table.sizes[-1] == 1 << 30
+    assert table.busbw_gbs(1 << 30) == pytest.approx((173.85 + 172.10) / 2, rel=0.01)
+
+
+def test_time_is_linear_between_measured_sizes():
+    table = _read(H100_ALL_REDUCE)
+    s0, s1 = 4 << 20, 8 << 20
+    midpoint = table.time_us((s0 + s1) / 2)
+    assert midpoint == pytest.approx((table.time_us(s0) + table.time_us(s1)) / 2)
+    assert table.time_us(s0) < table.time_us(5 << 20) < table.time_us(s1)
+
+
+def test_below_the_smallest_size_time_stays_latency_bound_and_above_the_largest_busbw_holds():
+    table = _read(A100_ALL_GATHER)
+    assert table.time_us(1) == table.time_us(512) == table.times_us[0]
+    largest = table.sizes[-1]
+    assert table.busbw_gbs(4 * largest) == pytest.approx(table.busbw_gbs(largest))
+    assert table.time_us(4 * largest) == pytest.approx(4 * table.time_us(largest))
+
+
+def test_busbw_rises_with_size_in_a_real_sweep():
+    table = _read(H100_ALL_REDUCE)
+    assert table.busbw_gbs(1 << 20) < table.busbw_gbs(64 << 20) < table.busbw_gbs(1 << 30)
+
+
+@pytest.mark.parametrize(
+    ("text", "filename", "expected"),
+    [
+        ("# Collective test starting: reduce_scatter_perf\n", "", "reduce_scatter"),
+        ("$ srun ./build/alltoall_perf -b 8 -e 1G\n", "", "all_to_all"),
+        ("$ mpirun ./sendrecv_perf_mpi -b 8\n", "", "send_recv"),
+        ("# no binary named here\n", "run3_all_gather.txt", "all_gather"),
+        ("# no binary named here\n", "latest.txt", None),
+    ],
+)
+def test_the_collective_is_read_from_the_output_then_the_file_name(text, filename, expected):
+    assert collective_of(text, filename) == expected
+
+
+def _minimal(rows: str, header: str = "#  size  count  type  redop  root  time  algbw  busbw  #wrong") -> str:
+    return f"# Collective test starting: all_reduce_perf\n{header}\n{rows}"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("# Collective test starting: broadcast_perf\n", "broadcast_perf is not used"),
+        ("$ ./all_reduce_perf\n$ ./all_gather_perf\n", "several tests"),
+        (
+            "# Collective test starting: all_reduce_perf\n 8 2 float sum -1 10.0 0 0 0\n",
+            "no nccl-tests header",
+        ),
+        (_minimal(""), "no result rows"),
+        (
+            _minimal("1024 256 float sum -1 10.0 0.10 0.18 0\n1024 256 float sum -1 11.0 0.09 0.16 0\n"),
+            "twice",
+        ),
+        (_minimal("1024 256 float sum\n"), "columns"),
+        (_minimal("1024 256 float sum -1 0.0 0.10 0.18 0\n"), "positive"),
+    ],
+)
+def test_unusable_output_is_rejected_with_the_reason(text, reason):
+    with pytest.raises(NcclTestsError, match=reason):
+        parse_nccl_tests(text, "x.txt")
+
+
+def test_an_unnamed_collective_can_be_given_explicitly():
+    rows = _minimal("1024 256 float sum -1 10.0 0.10 0.18 0\n").split("\n", 1)[1]  # without the test's name
+    with pytest.raises(NcclTestsError, match="collective:"):
+        parse_nccl_tests(rows, "run.txt")
+    assert parse_nccl_tests(rows, "run.txt", "all_reduce").bus_factor == pytest.approx(1.8)
