@@ -15,6 +15,9 @@ holds the chunk's last layers, or the LM head), closed when they reach `dp_bucke
 Then, as Megatron-LM's `finalize_model_grads`: the tied-embedding all-reduce once the data-parallel
 reduction is complete, and the optimizer step.
 
+All of these run on the data-parallel communicator, which NCCL runs as one stream: each waits for the
+one issued before it.
+
 With the distributed optimizer every gradient bucket has a parameter all-gather of the same buckets:
 - `overlap_param_gather: false`: after the optimizer step, blocking, one bucket after another.
 - `overlap_param_gather: true`: the all-gathers of the previous step are issued at the start of the
@@ -78,11 +81,26 @@ def plan_buckets(units: list[tuple[str, float]], bucket_bytes: float) -> list[Bu
     return buckets
 
 
+class DataParallelStream:
+    """Collectives on the data-parallel communicator, in issue order: each also waits for the last."""
+
+    def __init__(self, graph: RankGraph, ctx: RankContext) -> None:
+        self.graph, self.ctx = graph, ctx
+        self.last = -1
+
+    def issue(self, name: str, kind: str, size: float, deps: list[int]) -> int:
+        if self.last >= 0 and self.last not in deps:
+            deps = [*deps, self.last]
+        self.last = self.graph.collective(name, kind, size, "dp", self.ctx.dp_size, deps)
+        return self.last
+
+
 class GradientSync:
     """Issues each chunk's gradient reductions at the point of the program Megatron-LM issues them."""
 
     def __init__(self, graph: RankGraph, ctx: RankContext, steps: list[Step]) -> None:
         self.graph, self.ctx = graph, ctx
+        self.stream = DataParallelStream(graph, ctx)
         size = ctx.grad_bucket_bytes if ctx.overlap_grad_reduce else float("inf")
         self.plans = [plan_buckets(chunk_units(ctx, c), size) for c in range(ctx.num_chunks)]
         self.kind = "reduce_scatter" if ctx.distributed_optimizer else "all_reduce"
@@ -131,23 +149,23 @@ class GradientSync:
         return list(self.issued)
 
     def _reduce_chunk(self, chunk: int, blocking: bool = False) -> None:
+        """`blocking`: issued by the host only once the previous reduction is done (it follows the
+        backward through that one)."""
         self.synced.add(chunk)
         for bucket in self.plans[chunk]:
-            deps = [self.issued[-1]] if blocking and self.issued else [self.graph.last_compute]
-            self._reduce(bucket, deps)
+            self._reduce(bucket, [] if blocking and self.issued else [self.graph.last_compute])
 
     def _reduce(self, bucket: Bucket, deps: list[int]) -> None:
-        node = self.graph.collective(
-            f"dp.grad_{self.kind}.{bucket.label}", self.kind, bucket.grad_bytes, "dp", self.ctx.dp_size, deps
-        )
-        self.issued.append(node)
+        name = f"dp.grad_{self.kind}.{bucket.label}"
+        self.issued.append(self.stream.issue(name, self.kind, bucket.grad_bytes, deps))
 
 
 class ParamGathers:
     """The distributed optimizer's parameter all-gathers overlapped with the forward passes."""
 
-    def __init__(self, graph: RankGraph, ctx: RankContext, plans: list[list[Bucket]]) -> None:
-        self.graph, self.ctx, self.plans = graph, ctx, plans
+    def __init__(self, sync: GradientSync) -> None:
+        self.graph, self.ctx, self.plans, self.stream = sync.graph, sync.ctx, sync.plans, sync.stream
+        ctx, plans = self.ctx, self.plans
         self.enabled = ctx.overlap_param_gather and ctx.distributed_optimizer and ctx.has_dp_group
         self.nodes: dict[tuple[int, int], int] = {}  # (chunk, bucket index) -> all-gather node
         self.bucket_of = [{u: i for i, b in enumerate(plan) for u in b.units} for plan in plans]
@@ -179,18 +197,12 @@ class ParamGathers:
     def _gather(self, chunk: int, buckets: range | reversed[int], deps: list[int]) -> None:
         for index in buckets:
             bucket = self.plans[chunk][index]
-            self.nodes[(chunk, index)] = param_all_gather(self.graph, self.ctx, bucket, deps)
+            self.nodes[(chunk, index)] = param_all_gather(self.stream, bucket, deps)
 
 
-def param_all_gather(graph: RankGraph, ctx: RankContext, bucket: Bucket, deps: list[int]) -> int:
-    return graph.collective(
-        f"dp.param_all_gather.{bucket.label}",
-        "all_gather",
-        bucket.grad_bytes * ctx.param_bytes_per_grad_byte,
-        "dp",
-        ctx.dp_size,
-        deps,
-    )
+def param_all_gather(stream: DataParallelStream, bucket: Bucket, deps: list[int]) -> int:
+    size = bucket.grad_bytes * stream.ctx.param_bytes_per_grad_byte
+    return stream.issue(f"dp.param_all_gather.{bucket.label}", "all_gather", size, deps)
 
 
 def finish_iteration(graph: RankGraph, ctx: RankContext, sync: GradientSync) -> None:
@@ -217,4 +229,4 @@ def finish_iteration(graph: RankGraph, ctx: RankContext, sync: GradientSync) -> 
     if ctx.distributed_optimizer and ctx.has_dp_group and not ctx.overlap_param_gather:
         for plan in sync.plans:  # blocking: one bucket after another
             for bucket in plan:
-                last = param_all_gather(graph, ctx, bucket, [last])
+                last = param_all_gather(sync.stream, bucket, [last])

@@ -206,7 +206,7 @@ class _Pass:
 def build_rank_graph(ctx: RankContext, steps: list[Step]) -> RankGraph:
     graph = RankGraph()
     sync = GradientSync(graph, ctx, steps)
-    gathers = ParamGathers(graph, ctx, sync.plans)
+    gathers = ParamGathers(sync)
     forwards = backwards = 0
     for step in steps:
         if step.kind == FORWARD:
