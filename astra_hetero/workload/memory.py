@@ -123,12 +123,16 @@ def check_memory(spec: Spec, layout: Layout, partition: Partition) -> None:
                     f"stage {stage} of replica {replica} on {device.spec.gpu.name} (node group "
                     f"{device.group_name!r}, rank {device.rank}) needs {need.total / BYTES_PER_GIB:.1f} GiB "
                     f"but has {device.spec.gpu.memory_gib:g} GiB ({need.describe()}); try more pipeline "
-                    "stages, sequence_parallel, recompute or distributed_optimizer",
+                    "stages, sequence_parallel, recompute or distributed_optimizer"
+                    + (", or fewer virtual_stages" if spec.parallelism.virtual_stages > 1 else ""),
                 )
 
 
 def max_layers_that_fit(spec: Spec, layout: Layout, stage: int, max_micro_batches: int) -> int:
-    """The most layers `stage` can hold on every device that serves it (0 if not even one fits)."""
+    """The most layers `stage` can hold on every device that serves it (0 if not even one fits).
+
+    With virtual stages every chunk is taken as large as the largest: activations held only grow with
+    a chunk's size, so whichever way the layers are then split over the chunks, they fit."""
     capacity = (
         min(
             layout.devices[layout.rank_of(stage, r, 0)].spec.gpu.memory_gib
@@ -137,8 +141,9 @@ def max_layers_that_fit(spec: Spec, layout: Layout, stage: int, max_micro_batche
         * BYTES_PER_GIB
     )
     fitting = 0
-    for layers in range(spec.parallelism.virtual_stages, spec.model.num_layers + 1):
-        if estimate(spec, stage, layers, max_micro_batches).total > capacity:
+    v = spec.parallelism.virtual_stages
+    for layers in range(v, spec.model.num_layers + 1):
+        if estimate(spec, stage, layers, max_micro_batches, [-(-layers // v)] * v).total > capacity:
             break
         fitting = layers
     return fitting
