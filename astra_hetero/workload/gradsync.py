@@ -107,12 +107,12 @@ class GradientSync:
         self.issued: list[int] = []
         self.synced: set[int] = set()
         backward_chunks = [s.chunk for s in steps if s.kind == BACKWARD]
-        self.num_backwards = len(backward_chunks)
         # backward index of each chunk's last backward pass
         self.last_backward = {c: i for i, c in enumerate(backward_chunks)}
         self.as_ready = ctx.overlap_grad_reduce and ctx.num_chunks == 1
         self.triggers: dict[int, list[int]] = {}
         if ctx.overlap_grad_reduce and ctx.num_chunks > 1:
+            # backward index after which each chunk is reduced; past the last backward: in finish()
             for chunk, index in sorted(self.last_backward.items(), key=lambda item: item[1]):
                 self.triggers.setdefault(index + ctx.stage, []).append(chunk)
 
