@@ -137,3 +137,11 @@ def test_uniform_interleaved_split_has_equal_chunks():
     partition = plan_workload(parse_spec(spec_data(virtual_stages=2))).partition
     assert partition.layers_per_chunk == ((2, 2), (2, 2))
     assert partition.layers_per_virtual_stage == (2, 2, 2, 2)
+
+
+def test_auto_micro_batches_come_in_whole_groups_of_pp_and_favour_faster_replicas():
+    data = spec_data({"micro_batches": "auto"}, virtual_stages=2, global_batch_size=32)
+    data["mapping"] = {"replicas": ["h100", "h100", "a100", "a100"]}
+    batches = plan_workload(parse_spec(data)).partition.micro_batches_per_replica
+    assert sum(batches) == 32 and all(n % 2 == 0 and n >= 2 for n in batches)
+    assert min(batches[:2]) > max(batches[2:])
