@@ -34,8 +34,11 @@ def run(args: argparse.Namespace) -> int:
 
 def describe_workload(run_dir: RunDir) -> str:
     manifest = run_dir.read_manifest()
+    chunks = ""
+    if manifest.get("virtual_stages", 1) > 1:
+        chunks = f"per virtual stage {manifest['layers_per_virtual_stage']}, "
     return (
         f"{manifest['num_ranks']} ranks written to {run_dir.root}/workload "
-        f"(layers per stage {manifest['layers_per_stage']}, "
+        f"(layers per stage {manifest['layers_per_stage']}, {chunks}"
         f"micro-batches per replica {manifest['micro_batches_per_replica']})"
     )

@@ -156,8 +156,48 @@ def check_consistency(spec: Spec) -> None:
                     f"tp={par.tp} must divide gpus_per_node={group.gpus_per_node} so that every TP group "
                     "stays inside one node (set parallelism.allow_tp_across_nodes to permit spanning)",
                 )
+    _check_pipeline(spec)
+    _check_overlap(spec)
     _check_mapping(spec)
     _check_partition(spec, num_micro_batches)
+
+
+def _check_pipeline(spec: Spec) -> None:
+    """Megatron-LM's rules for virtual pipeline stages (the interleaved 1F1B schedule)."""
+    par, num_layers = spec.parallelism, spec.model.num_layers
+    v = par.virtual_stages
+    if v == 1:
+        return
+    if par.schedule != "1f1b":
+        raise SpecError(
+            "parallelism.virtual_stages",
+            f"virtual_stages={v} needs schedule 1f1b (the interleaved 1F1B schedule); {par.schedule} "
+            "has no interleaved form",
+        )
+    if par.pp < 2:
+        raise SpecError("parallelism.virtual_stages", f"virtual_stages={v} needs pp ≥ 2, got pp={par.pp}")
+    if par.pp * v > num_layers:
+        raise SpecError(
+            "parallelism.virtual_stages",
+            f"pp·virtual_stages = {par.pp}·{v} = {par.pp * v} virtual stages exceed the model's "
+            f"{num_layers} layers (every chunk holds at least one layer)",
+        )
+
+
+def _check_overlap(spec: Spec) -> None:
+    par = spec.parallelism
+    if par.overlap_param_gather and not par.distributed_optimizer:
+        raise SpecError(
+            "parallelism.overlap_param_gather",
+            "needs distributed_optimizer: true (it overlaps the distributed optimizer's parameter "
+            "all-gather with the forward pass)",
+        )
+    if par.overlap_param_gather and not par.overlap_grad_reduce:
+        raise SpecError(
+            "parallelism.overlap_param_gather",
+            "needs overlap_grad_reduce: true (Megatron-LM requires both; the all-gathers use the "
+            "gradient buckets)",
+        )
 
 
 def _check_mapping(spec: Spec) -> None:
@@ -178,16 +218,55 @@ def _check_mapping(spec: Spec) -> None:
 
 
 def _check_partition(spec: Spec, num_micro_batches: int) -> None:
+    _check_layers(spec)
+    _check_micro_batches(spec, num_micro_batches)
+
+
+def _check_layers(spec: Spec) -> None:
+    """A list is pp stage totals, pp·v virtual stages in model order, or pp lists of v chunk sizes."""
+    par, num_layers = spec.parallelism, spec.model.num_layers
+    pp, v = par.pp, par.virtual_stages
     layers = spec.partition.layers
-    if isinstance(layers, list):
-        if len(layers) != spec.parallelism.pp:
-            raise SpecError(
-                "partition.layers", f"has {len(layers)} entries, expected pp={spec.parallelism.pp}"
-            )
-        if sum(layers) != spec.model.num_layers:
-            raise SpecError(
-                "partition.layers", f"sums to {sum(layers)} but the model has {spec.model.num_layers} layers"
-            )
+    if layers == "uniform" and v > 1 and num_layers % (pp * v):
+        raise SpecError(
+            "partition.layers",
+            f"uniform needs the {num_layers} layers to divide evenly over pp·virtual_stages = {pp * v} "
+            "virtual stages (as Megatron-LM's layers per virtual stage); give a list or use auto",
+        )
+    if not isinstance(layers, list):
+        return
+    if layers and isinstance(layers[0], list):
+        if len(layers) != pp:
+            raise SpecError("partition.layers", f"has {len(layers)} stage lists, expected pp={pp}")
+        for stage, chunks in enumerate(layers):
+            if len(chunks) != v:
+                raise SpecError(
+                    f"partition.layers[{stage}]",
+                    f"has {len(chunks)} chunk sizes, expected virtual_stages={v}",
+                )
+        total = sum(sum(chunks) for chunks in layers)  # type: ignore[arg-type]
+    else:
+        expected = f"pp={pp}" if v == 1 else f"pp={pp} (per stage) or pp·virtual_stages={pp * v}"
+        if len(layers) not in (pp, pp * v):
+            raise SpecError("partition.layers", f"has {len(layers)} entries, expected {expected}")
+        if len(layers) == pp and v > 1:
+            for stage, count in enumerate(layers):
+                if count < v:  # type: ignore[operator]
+                    raise SpecError(
+                        f"partition.layers[{stage}]",
+                        f"{count} layers cannot fill the stage's {v} chunks (virtual_stages)",
+                    )
+        total = sum(layers)  # type: ignore[arg-type]
+    if total != num_layers:
+        raise SpecError("partition.layers", f"sums to {total} but the model has {num_layers} layers")
+
+
+def _check_micro_batches(spec: Spec, num_micro_batches: int) -> None:
+    par = spec.parallelism
+    # Megatron-LM's interleaved schedule runs micro-batches in groups of pp (its default
+    # microbatch_group_size_per_vp_stage) and needs each replica's count to be a multiple of pp.
+    group = par.pp if par.virtual_stages > 1 else 1
+    rule = f"the interleaved schedule (virtual_stages={par.virtual_stages}) needs a multiple of pp={par.pp}"
     batches = spec.partition.micro_batches
     if isinstance(batches, list):
         if len(batches) != spec.parallelism.dp:
@@ -199,9 +278,23 @@ def _check_partition(spec: Spec, num_micro_batches: int) -> None:
                 "partition.micro_batches",
                 f"sums to {sum(batches)} but global_batch_size/micro_batch_size = {num_micro_batches}",
             )
+        for replica, count in enumerate(batches):
+            if count % group:
+                raise SpecError(f"partition.micro_batches[{replica}]", f"{count} micro-batches: {rule}")
     elif batches == "uniform" and num_micro_batches % spec.parallelism.dp:
         raise SpecError(
             "partition.micro_batches",
             f"uniform split of {num_micro_batches} micro-batches over dp={spec.parallelism.dp} is uneven; "
             "use auto or an explicit list",
+        )
+    elif batches == "uniform" and (num_micro_batches // par.dp) % group:
+        raise SpecError(
+            "partition.micro_batches",
+            f"{num_micro_batches // par.dp} micro-batches per replica: {rule}",
+        )
+    elif batches == "auto" and (num_micro_batches % group or num_micro_batches // group < par.dp):
+        raise SpecError(
+            "partition.micro_batches",
+            f"auto hands out groups of {group} micro-batches ({rule} per replica), but "
+            f"{num_micro_batches} micro-batches do not make {par.dp} or more whole groups",
         )

@@ -270,10 +270,26 @@ class ParallelismSpec(Strict):
     micro_batch_size: PositiveInt = 1
     global_batch_size: PositiveInt = Field(description="sequences per iteration, over all replicas")
     schedule: Literal["1f1b", "gpipe"] = "1f1b"
+    virtual_stages: PositiveInt = Field(
+        1,
+        description="model chunks per pipeline stage (Megatron-LM's virtual pipeline size); with 1f1b "
+        "and more than 1 the schedule is Megatron-LM's interleaved 1F1B",
+    )
     sequence_parallel: bool = False
     recompute: Literal["none", "selective", "full"] = "none"
     distributed_optimizer: bool = False
     dp_bucket_mib: PositiveFloat = Field(25.0, description="gradient bucket size for overlapped DP sync")
+    overlap_grad_reduce: bool = Field(
+        True,
+        description="reduce gradient buckets during the last backward pass (per model chunk once its "
+        "last backward is done, with virtual stages); false: one reduction per chunk after the backward",
+    )
+    overlap_param_gather: bool = Field(
+        False,
+        description="distributed optimizer: all-gather each parameter bucket at the start of the "
+        "iteration, waited for before its first forward use; false: blocking all-gathers after the "
+        "optimizer step (Megatron-LM's default)",
+    )
     grad_reduce_in_fp32: bool = Field(
         True, description="reduce gradients in FP32 (Megatron's default for BF16)"
     )
@@ -298,10 +314,15 @@ class MappingSpec(Strict):
 
 
 Split = Literal["uniform", "auto"] | list[PositiveInt]
+LayerSplit = Literal["uniform", "auto"] | list[PositiveInt] | list[list[PositiveInt]]
 
 
 class PartitionSpec(Strict):
-    layers: Split = Field("uniform", description="layers per stage: uniform, auto or an explicit list")
+    layers: LayerSplit = Field(
+        "uniform",
+        description="layers per stage: uniform, auto or a list of pp entries; with virtual stages also "
+        "pp·v entries (one per virtual stage, in model order) or pp lists of v (per stage, per chunk)",
+    )
     micro_batches: Split = Field(
         "uniform", description="micro-batches per replica: uniform, auto or an explicit list"
     )

@@ -26,8 +26,8 @@ from astra_hetero.workload.graph import RankContext, RankGraph, build_rank_graph
 from astra_hetero.workload.invariants import ClassSummary, check_bound, summarize
 from astra_hetero.workload.layout import Layout, build_layout
 from astra_hetero.workload.memory import check_memory, max_layers_that_fit
-from astra_hetero.workload.partition import Partition, build_partition
-from astra_hetero.workload.schedule import schedule_for
+from astra_hetero.workload.partition import Partition, build_partition, micro_batch_group
+from astra_hetero.workload.schedule import stage_steps
 from astra_hetero.workload.timing import DeviceCostModel, load_calibration
 
 Progress = Callable[[int], None]
@@ -63,7 +63,8 @@ def plan_workload(spec: Spec) -> WorkloadPlan:
     for device in layout.devices:
         costs.setdefault(device.gpu_type, DeviceCostModel(device.spec.gpu, calibration))
     total_mb = spec.parallelism.global_batch_size // spec.parallelism.micro_batch_size
-    most_mb = total_mb - (spec.parallelism.dp - 1)  # a replica's share can be no larger
+    # a replica's share can be no larger (the others get at least one group each)
+    most_mb = total_mb - (spec.parallelism.dp - 1) * micro_batch_group(spec.parallelism)
     blocks = {key: device_blocks(cost, x, spec.parallelism.recompute) for key, cost in costs.items()}
     partition = build_partition(
         spec,
@@ -111,11 +112,14 @@ def _comm_groups(spec: Spec, layout: Layout) -> list[CommGroup]:
 
 def _binding(spec: Spec, layout: Layout, groups: list[CommGroup], rank: int) -> RankBinding:
     place = layout.placements[rank]
+    pp = spec.parallelism.pp
+    # with virtual stages the pipeline is a ring: the last stage feeds stage 0's next chunk
+    ring = spec.parallelism.virtual_stages > 1
     peers = {}
-    if place.stage > 0:
-        peers["prev"] = layout.rank_of(place.stage - 1, place.replica, place.tp_index)
-    if place.stage < spec.parallelism.pp - 1:
-        peers["next"] = layout.rank_of(place.stage + 1, place.replica, place.tp_index)
+    if place.stage > 0 or ring:
+        peers["prev"] = layout.rank_of((place.stage - 1) % pp, place.replica, place.tp_index)
+    if place.stage < pp - 1 or ring:
+        peers["next"] = layout.rank_of((place.stage + 1) % pp, place.replica, place.tp_index)
     return RankBinding(rank, {g.kind: g.id for g in groups if rank in g.ranks}, peers)
 
 
@@ -130,18 +134,17 @@ def _context(
     par, model = spec.parallelism, spec.model
     place = layout.placements[rank]
     stage, replica = place.stage, place.replica
-    first, end = partition.layer_range(stage)
     counts = parameter_counts(model)
     grad_width = 4 if par.grad_reduce_in_fp32 else BYTES_BF16
-    params, extra_params = stage_parameters(model, par, stage, end - first)
+    params, extra_params = stage_parameters(model, par, stage, partition.layers_per_stage[stage])
+    embedding_params = counts.embedding / par.tp if stage == 0 else 0.0
     tokens = par.micro_batch_size * model.seq_len
     roles = {g.kind for g in groups if rank in g.ranks}
     return RankContext(
         stage=stage,
         num_stages=par.pp,
         num_micro_batches=partition.micro_batches_per_replica[replica],
-        first_layer=first,
-        num_layers=end - first,
+        chunks=partition.chunk_ranges(stage),
         blocks=blocks[layout.devices[rank].gpu_type],
         tp_size=par.tp,
         dp_size=par.dp,
@@ -152,19 +155,24 @@ def _context(
         activation_bytes=int(BYTES_BF16 * tokens * model.hidden_size / par.tp),
         grad_bucket_bytes=par.dp_bucket_mib * 1024**2,
         layer_grad_bytes=counts.per_layer / par.tp * grad_width,
-        extra_grad_bytes=extra_params * grad_width,
+        embedding_stage_grad_bytes=embedding_params * grad_width,
+        head_grad_bytes=(extra_params - embedding_params) * grad_width,
         embedding_grad_bytes=int(counts.embedding / par.tp * grad_width),
         params_on_rank=params,
         distributed_optimizer=par.distributed_optimizer,
         optimizer_shards=par.dp if par.distributed_optimizer else 1,
         param_bytes_per_grad_byte=BYTES_BF16 / grad_width,
         full_recompute=par.recompute == "full",
+        overlap_grad_reduce=par.overlap_grad_reduce,
+        overlap_param_gather=par.overlap_param_gather,
     )
 
 
 def class_graph(plan: WorkloadPlan, ctx: RankContext) -> RankGraph:
-    schedule = schedule_for(plan.spec.parallelism.schedule)
-    return build_rank_graph(ctx, schedule(ctx.stage, ctx.num_stages, ctx.num_micro_batches))
+    steps = stage_steps(
+        plan.spec.parallelism.schedule, ctx.stage, ctx.num_stages, ctx.num_micro_batches, ctx.num_chunks
+    )
+    return build_rank_graph(ctx, steps)
 
 
 def encoded_traces(plan: WorkloadPlan, progress: Progress | None = None) -> Iterator[tuple[int, bytes]]:
@@ -200,6 +208,11 @@ def manifest(plan: WorkloadPlan) -> dict[str, Any]:
                 "replica": place.replica,
                 "tp_index": place.tp_index,
                 "layers": [first, end],
+                # model chunks (virtual pipeline stages) of this rank: [first layer, one past the last]
+                "chunks": [
+                    {"chunk": c, "virtual_stage": c * spec.parallelism.pp + place.stage, "layers": list(r)}
+                    for c, r in enumerate(partition.chunk_ranges(place.stage))
+                ],
                 "num_micro_batches": partition.micro_batches_per_replica[place.replica],
                 # peak device-memory bandwidth, as ASTRA-sim's local-mem-bw: collectives reduce through it
                 "hbm_gbytes_per_s": device.spec.gpu.hbm_tbps * device.spec.gpu.compute_multiplier * 1000,
@@ -231,6 +244,8 @@ def manifest(plan: WorkloadPlan) -> dict[str, Any]:
         "model": spec.model.model_dump(mode="json"),
         "parallelism": spec.parallelism.model_dump(mode="json"),
         "layers_per_stage": list(partition.layers_per_stage),
+        "virtual_stages": partition.num_chunks,
+        "layers_per_virtual_stage": list(partition.layers_per_virtual_stage),
         "micro_batches_per_replica": list(partition.micro_batches_per_replica),
         "workload_prefix": rundir.WORKLOAD_PREFIX,
         "comm_groups": groups,

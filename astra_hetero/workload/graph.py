@@ -5,8 +5,14 @@ groups and pipeline peers differ. A graph is therefore built once per class with
 those ("tp", "dp", "embedding" groups; "prev", "next" peers) and bound to each rank when encoded.
 
 Program order is the pipeline schedule; compute nodes are chained with control dependencies in that
-order, so any simulator that honours dependencies runs 1F1B or GPipe as scheduled. Node ids are
-assigned in creation order and every dependency points to an earlier id.
+order, so any simulator that honours dependencies runs 1F1B, GPipe or interleaved 1F1B as scheduled.
+Node ids are assigned in creation order and every dependency points to an earlier id.
+
+With virtual stages a rank runs several model chunks. The forward pass of chunk c on stage s (virtual
+stage g = c·p + s) receives from virtual stage g − 1 and sends to g + 1: the next stage's chunk c, or
+from the last stage to stage 0's chunk c + 1, so "prev"/"next" wrap around the pipeline. The p2p tag
+names the virtual-stage boundary, which keeps it unique between any two ranks. The embedding runs in
+virtual stage 0, the LM head and loss in the last one.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from dataclasses import dataclass, field
 
 from astra_hetero.workload.blocks import Block, DeviceBlocks, Segment
 from astra_hetero.workload.costs import Collective
+from astra_hetero.workload.gradsync import GradientSync, ParamGathers, UnitHook, finish_iteration
+from astra_hetero.workload.schedule import FORWARD, Step
 
 COMP, COLL, SEND, RECV = "comp", "coll", "send", "recv"
 
@@ -57,8 +65,7 @@ class RankContext:
     stage: int
     num_stages: int
     num_micro_batches: int
-    first_layer: int
-    num_layers: int
+    chunks: tuple[tuple[int, int], ...]  # (first layer, one past the last) of each model chunk
     blocks: DeviceBlocks
     tp_size: int
     dp_size: int
@@ -68,18 +75,43 @@ class RankContext:
     activation_bytes: int
     grad_bucket_bytes: float
     layer_grad_bytes: float
-    extra_grad_bytes: float  # embedding / head gradients held by this stage
-    embedding_grad_bytes: int
+    embedding_stage_grad_bytes: float  # gradients of the embedding held by virtual stage 0
+    head_grad_bytes: float  # final norm, LM head (and tied-embedding copy) of the last virtual stage
+    embedding_grad_bytes: int  # the tied-embedding all-reduce between first and last stage
     params_on_rank: float
     distributed_optimizer: bool
     optimizer_shards: int  # dp with the distributed optimizer, else 1
     param_bytes_per_grad_byte: float
     full_recompute: bool
+    overlap_grad_reduce: bool = True
+    overlap_param_gather: bool = False
+
+    @property
+    def num_chunks(self) -> int:
+        return len(self.chunks)
+
+    def virtual_stage(self, chunk: int) -> int:
+        return chunk * self.num_stages + self.stage
+
+    def is_first_virtual(self, chunk: int) -> bool:
+        return self.virtual_stage(chunk) == 0
+
+    def is_last_virtual(self, chunk: int) -> bool:
+        return self.virtual_stage(chunk) == self.num_stages * self.num_chunks - 1
 
 
-def p2p_tag(stage_boundary: int, micro_batch: int, backward: bool) -> int:
-    """Unique per message between two neighbouring stages (fits comfortably in int32)."""
-    return (stage_boundary * 1_000_000 + micro_batch) * 2 + int(backward)
+MAX_TAG = 2**31 - 1  # Chakra's comm_tag is an int32
+
+
+def p2p_tag(boundary: int, micro_batch: int, backward: bool) -> int:
+    """Unique per message across the boundary between virtual stages `boundary` and `boundary + 1`
+    (with one chunk per stage, virtual stages are the stages)."""
+    if micro_batch >= 1_000_000:
+        raise ValueError(f"micro-batch {micro_batch} does not fit the p2p tag layout")
+    tag = (boundary * 1_000_000 + micro_batch) * 2 + int(backward)
+    if tag > MAX_TAG:
+        raise ValueError(f"p2p tag for virtual-stage boundary {boundary} exceeds int32")
+    return tag
 
 
 @dataclass
@@ -148,6 +180,11 @@ class _Pass:
             else:
                 self.pending.append((prefix, item))
 
+    def wait(self, node_id: int) -> None:
+        """Everything that follows in this pass also waits for `node_id`."""
+        self.flush()
+        self.deps = [*self.deps, node_id]
+
     def flush(self) -> list[int]:
         if self.pending:
             (first_prefix, first), (last_prefix, last) = self.pending[0], self.pending[-1]
@@ -166,125 +203,79 @@ class _Pass:
         return self.deps
 
 
-def build_rank_graph(ctx: RankContext, steps: list[tuple[str, int]]) -> RankGraph:
+def build_rank_graph(ctx: RankContext, steps: list[Step]) -> RankGraph:
     graph = RankGraph()
-    last_backward = max((i for i, (kind, _) in enumerate(steps) if kind == "B"), default=-1)
-    buckets = _GradientBuckets(graph, ctx)
-    for index, (kind, mb) in enumerate(steps):
-        if kind == "F":
-            _forward(graph, ctx, mb)
+    sync = GradientSync(graph, ctx, steps)
+    gathers = ParamGathers(sync)
+    forwards = backwards = 0
+    for step in steps:
+        if step.kind == FORWARD:
+            gathers.before_forward(forwards)
+            _forward(graph, ctx, step, gathers)
+            forwards += 1
         else:
-            _backward(graph, ctx, mb, buckets if index == last_backward else None)
-    _finish_iteration(graph, ctx, buckets)
+            _backward(graph, ctx, step, sync.unit_hook(backwards, step.chunk))
+            sync.after_backward(backwards)
+            backwards += 1
+    finish_iteration(graph, ctx, sync)
     return graph
 
 
-def _recv(graph: RankGraph, ctx: RankContext, peer: str, boundary: int, mb: int, backward: bool) -> list[int]:
+def _names(ctx: RankContext, step: Step) -> tuple[str, str]:
+    """(compute prefix, p2p prefix): layers name their chunk already; p2p names need it."""
+    prefix = f"{step.kind}.mb{step.micro_batch}"
+    return prefix, prefix + (f".c{step.chunk}" if ctx.num_chunks > 1 else "")
+
+
+def _recv(graph: RankGraph, ctx: RankContext, peer: str, name: str, tag: int) -> list[int]:
     ctrl = [graph.last_compute] if graph.last_compute >= 0 else []
-    name = f"{'B' if backward else 'F'}.mb{mb}.recv_{'grad' if backward else 'act'}"
-    return [graph.p2p(name, RECV, peer, p2p_tag(boundary, mb, backward), ctx.activation_bytes, ctrl)]
+    return [graph.p2p(name, RECV, peer, tag, ctx.activation_bytes, ctrl)]
 
 
-def _forward(graph: RankGraph, ctx: RankContext, mb: int) -> None:
-    first, last = ctx.stage == 0, ctx.stage == ctx.num_stages - 1
-    deps = [] if first else _recv(graph, ctx, "prev", ctx.stage - 1, mb, backward=False)
-    prefix = f"F.mb{mb}"
+def _forward(graph: RankGraph, ctx: RankContext, step: Step, gathers: ParamGathers) -> None:
+    mb, chunk, virtual = step.micro_batch, step.chunk, ctx.virtual_stage(step.chunk)
+    first, last = ctx.is_first_virtual(chunk), ctx.is_last_virtual(chunk)
+    prefix, p2p_prefix = _names(ctx, step)
+    deps = (
+        [] if first else _recv(graph, ctx, "prev", f"{p2p_prefix}.recv_act", p2p_tag(virtual - 1, mb, False))
+    )
     run = _Pass(graph, deps, ctx)
     if first:
+        gathers.before_unit(run, chunk, "embedding")
         run.block(f"{prefix}.embed", ctx.blocks.embedding_fwd)
-    for layer in range(ctx.first_layer, ctx.first_layer + ctx.num_layers):
+    for layer in range(*ctx.chunks[chunk]):
+        gathers.before_unit(run, chunk, f"L{layer}")
         run.block(f"{prefix}.L{layer}", ctx.blocks.layer_fwd)
     if last:
+        gathers.before_unit(run, chunk, "head")
         run.block(f"{prefix}.head", ctx.blocks.head_fwd)
     deps = run.flush()
     if not last:
-        graph.p2p(
-            f"{prefix}.send_act", SEND, "next", p2p_tag(ctx.stage, mb, False), ctx.activation_bytes, deps
-        )
+        tag = p2p_tag(virtual, mb, False)
+        graph.p2p(f"{p2p_prefix}.send_act", SEND, "next", tag, ctx.activation_bytes, deps)
 
 
-def _backward(graph: RankGraph, ctx: RankContext, mb: int, buckets: _GradientBuckets | None) -> None:
-    first, last = ctx.stage == 0, ctx.stage == ctx.num_stages - 1
-    deps = [] if last else _recv(graph, ctx, "next", ctx.stage, mb, backward=True)
-    prefix = f"B.mb{mb}"
+def _backward(graph: RankGraph, ctx: RankContext, step: Step, on_unit: UnitHook | None) -> None:
+    mb, chunk, virtual = step.micro_batch, step.chunk, ctx.virtual_stage(step.chunk)
+    first, last = ctx.is_first_virtual(chunk), ctx.is_last_virtual(chunk)
+    prefix, p2p_prefix = _names(ctx, step)
+    deps = [] if last else _recv(graph, ctx, "next", f"{p2p_prefix}.recv_grad", p2p_tag(virtual, mb, True))
     run = _Pass(graph, deps, ctx)
     if last:
         run.block(f"{prefix}.head", ctx.blocks.head_bwd)
-    for layer in reversed(range(ctx.first_layer, ctx.first_layer + ctx.num_layers)):
+        if on_unit:
+            on_unit(run, "head")
+    for layer in reversed(range(*ctx.chunks[chunk])):
         if ctx.full_recompute:
             run.block(f"{prefix}.L{layer}.recompute", ctx.blocks.layer_fwd)
         run.block(f"{prefix}.L{layer}", ctx.blocks.layer_bwd)
-        if buckets is not None and buckets.fills(ctx.layer_grad_bytes):
-            run.flush()  # the bucket's sync waits on exactly this layer's gradients
-        if buckets is not None:
-            buckets.add(ctx.layer_grad_bytes, f"L{layer}")
+        if on_unit:
+            on_unit(run, f"L{layer}")
     if first:
         run.block(f"{prefix}.embed", ctx.blocks.embedding_bwd)
+        if on_unit:
+            on_unit(run, "embedding")
     deps = run.flush()
     if not first:
-        graph.p2p(
-            f"{prefix}.send_grad", SEND, "prev", p2p_tag(ctx.stage - 1, mb, True), ctx.activation_bytes, deps
-        )
-
-
-class _GradientBuckets:
-    """Data-parallel gradient sync in buckets issued as the last backward produces them (overlapped)."""
-
-    def __init__(self, graph: RankGraph, ctx: RankContext) -> None:
-        self.graph, self.ctx = graph, ctx
-        self.pending = 0.0
-        self.issued: list[tuple[int, float]] = []  # (node id, gradient bytes)
-
-    def fills(self, grad_bytes: float) -> bool:
-        return self.ctx.has_dp_group and self.pending + grad_bytes >= self.ctx.grad_bucket_bytes
-
-    def add(self, grad_bytes: float, label: str) -> None:
-        self.pending += grad_bytes
-        if self.pending >= self.ctx.grad_bucket_bytes:
-            self.flush(label)
-
-    def flush(self, label: str) -> None:
-        if self.pending <= 0 or not self.ctx.has_dp_group:
-            self.pending = 0.0
-            return
-        kind = "reduce_scatter" if self.ctx.distributed_optimizer else "all_reduce"
-        node = self.graph.collective(
-            f"dp.grad_{kind}.{label}", kind, self.pending, "dp", self.ctx.dp_size, [self.graph.last_compute]
-        )
-        self.issued.append((node, self.pending))
-        self.pending = 0.0
-
-
-def _finish_iteration(graph: RankGraph, ctx: RankContext, buckets: _GradientBuckets) -> None:
-    buckets.add(ctx.extra_grad_bytes, "embedding_head")
-    buckets.flush("tail")
-    waits = [node for node, _ in buckets.issued]
-    if ctx.has_embedding_group:
-        waits.append(
-            graph.collective(
-                "embedding.grad_all_reduce",
-                "all_reduce",
-                ctx.embedding_grad_bytes,
-                "embedding",
-                2,
-                [graph.last_compute],
-            )
-        )
-    share = 1 / ctx.optimizer_shards
-    step = Segment(
-        "optimizer_step",
-        10.0 * ctx.params_on_rank * share,
-        30.0 * ctx.params_on_rank * share,
-        ctx.blocks.optimizer_step_ns_per_param * ctx.params_on_rank * share,
-    )
-    last = graph.compute("optimizer.step", step, waits)
-    if ctx.distributed_optimizer and ctx.has_dp_group:
-        for node, grad_bytes in buckets.issued:
-            graph.collective(
-                f"dp.param_all_gather.{graph.nodes[node].name.rsplit('.', 1)[-1]}",
-                "all_gather",
-                grad_bytes * ctx.param_bytes_per_grad_byte,
-                "dp",
-                ctx.dp_size,
-                [last],
-            )
+        tag = p2p_tag(virtual - 1, mb, True)
+        graph.p2p(f"{p2p_prefix}.send_grad", SEND, "prev", tag, ctx.activation_bytes, deps)

@@ -4,10 +4,16 @@ Mixed-precision training with Adam: BF16 weights (2 B/param), FP32 main gradient
 master weights plus two moments (12 B/param, sharded over DP with the distributed optimizer).
 Activations follow Korthikanti et al. (2022), "Reducing Activation Recomputation in Large Transformer
 Models", generalised to the model's FFN width, gated MLPs and grouped KV heads.
+
+How many micro-batches' activations a stage holds at once is read off its own schedule: a forward pass
+of a chunk stores that chunk's layers until the chunk's backward pass for the same micro-batch frees
+them. That gives GPipe's m micro-batches, 1F1B's p − s, and under the interleaved schedule (v chunks
+of L/(p·v) layers) Korthikanti et al.'s L·(1 + (p − 1)/(p·v)) layer-micro-batches on the first stage.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from astra_hetero.errors import InfeasiblePlan
@@ -15,7 +21,8 @@ from astra_hetero.spec.schema import Spec
 from astra_hetero.units import BYTES_PER_GIB
 from astra_hetero.workload.costs import stage_parameters
 from astra_hetero.workload.layout import Layout
-from astra_hetero.workload.partition import Partition
+from astra_hetero.workload.partition import Partition, even_split
+from astra_hetero.workload.schedule import FORWARD, stage_steps
 
 WEIGHT_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = 2, 4, 12
 # CUDA context, communication buffers, allocator fragmentation: a conservative fixed reserve.
@@ -58,20 +65,33 @@ def activation_bytes_per_layer(spec: Spec) -> float:
     return sbh * (replicated_share + sharded / t + scores / t)
 
 
-def in_flight_micro_batches(spec: Spec, stage: int, num_micro_batches: int) -> int:
-    if spec.parallelism.schedule == "gpipe":
-        return num_micro_batches
-    return min(spec.parallelism.pp - stage, num_micro_batches)
+def peak_layers_in_flight(spec: Spec, stage: int, chunk_layers: Sequence[int], num_micro_batches: int) -> int:
+    """Most (layer, micro-batch) activation sets the stage holds at once under its schedule."""
+    par = spec.parallelism
+    steps = stage_steps(par.schedule, stage, par.pp, num_micro_batches, len(chunk_layers))
+    held = peak = 0
+    for step in steps:
+        held += chunk_layers[step.chunk] if step.kind == FORWARD else -chunk_layers[step.chunk]
+        peak = max(peak, held)
+    return peak
 
 
-def estimate(spec: Spec, stage: int, num_layers: int, num_micro_batches: int) -> MemoryEstimate:
+def estimate(
+    spec: Spec,
+    stage: int,
+    num_layers: int,
+    num_micro_batches: int,
+    chunk_layers: Sequence[int] | None = None,
+) -> MemoryEstimate:
+    """`chunk_layers`: the stage's layers per model chunk (default: `num_layers` split evenly over
+    the virtual stages)."""
     par, model = spec.parallelism, spec.model
+    if chunk_layers is None:
+        chunk_layers = even_split(num_layers, par.virtual_stages)
     params, _ = stage_parameters(model, par, stage, num_layers)
     optimizer_share = 1 / par.dp if par.distributed_optimizer else 1.0
-    activations = (
-        activation_bytes_per_layer(spec)
-        * num_layers
-        * in_flight_micro_batches(spec, stage, num_micro_batches)
+    activations = activation_bytes_per_layer(spec) * peak_layers_in_flight(
+        spec, stage, chunk_layers, num_micro_batches
     )
     if par.recompute == "full":  # one layer's full activations live during its backward
         activations += activation_bytes_per_layer(
@@ -90,7 +110,11 @@ def check_memory(spec: Spec, layout: Layout, partition: Partition) -> None:
         for replica in range(spec.parallelism.dp):
             device = layout.devices[layout.rank_of(stage, replica, 0)]
             need = estimate(
-                spec, stage, partition.layers_per_stage[stage], partition.micro_batches_per_replica[replica]
+                spec,
+                stage,
+                partition.layers_per_stage[stage],
+                partition.micro_batches_per_replica[replica],
+                partition.layers_per_chunk[stage],
             )
             capacity = device.spec.gpu.memory_gib * BYTES_PER_GIB
             if need.total > capacity:
@@ -99,12 +123,16 @@ def check_memory(spec: Spec, layout: Layout, partition: Partition) -> None:
                     f"stage {stage} of replica {replica} on {device.spec.gpu.name} (node group "
                     f"{device.group_name!r}, rank {device.rank}) needs {need.total / BYTES_PER_GIB:.1f} GiB "
                     f"but has {device.spec.gpu.memory_gib:g} GiB ({need.describe()}); try more pipeline "
-                    "stages, sequence_parallel, recompute or distributed_optimizer",
+                    "stages, sequence_parallel, recompute or distributed_optimizer"
+                    + (", or fewer virtual_stages" if spec.parallelism.virtual_stages > 1 else ""),
                 )
 
 
 def max_layers_that_fit(spec: Spec, layout: Layout, stage: int, max_micro_batches: int) -> int:
-    """The most layers `stage` can hold on every device that serves it (0 if not even one fits)."""
+    """The most layers `stage` can hold on every device that serves it (0 if not even one fits).
+
+    With virtual stages every chunk is taken as large as the largest: activations held only grow with
+    a chunk's size, so whichever way the layers are then split over the chunks, they fit."""
     capacity = (
         min(
             layout.devices[layout.rank_of(stage, r, 0)].spec.gpu.memory_gib
@@ -113,8 +141,9 @@ def max_layers_that_fit(spec: Spec, layout: Layout, stage: int, max_micro_batche
         * BYTES_PER_GIB
     )
     fitting = 0
-    for layers in range(1, spec.model.num_layers + 1):
-        if estimate(spec, stage, layers, max_micro_batches).total > capacity:
+    v = spec.parallelism.virtual_stages
+    for layers in range(v, spec.model.num_layers + 1):
+        if estimate(spec, stage, layers, max_micro_batches, [-(-layers // v)] * v).total > capacity:
             break
         fitting = layers
     return fitting

@@ -1,0 +1,232 @@
+"""Data-parallel gradient reduction, parameter all-gathers and the optimizer step, as Megatron-LM runs them.
+
+Each model chunk has its own gradient buffer cut into buckets in *reverse* parameter order (bucket 0
+holds the chunk's last layers, or the LM head), closed when they reach `dp_bucket_mib`.
+
+- `overlap_grad_reduce: true`, one chunk per stage: each bucket is reduced during the last backward
+  pass as soon as its gradients are ready (Megatron-LM's backward hooks).
+- `overlap_grad_reduce: true`, virtual stages: a chunk's buckets are reduced together once that
+  chunk's last backward pass is done, issued pp_rank backward passes later so that every stage issues
+  at the same step (Megatron-LM's default `align_grad_reduce`); chunks whose turn would come after the
+  last backward are reduced after it.
+- `overlap_grad_reduce: false`: one bucket per chunk (Megatron-LM disables bucketing), reduced after
+  the whole backward, blocking, one chunk after another.
+
+Then, as Megatron-LM's `finalize_model_grads`: the tied-embedding all-reduce once the data-parallel
+reduction is complete, and the optimizer step.
+
+All of these run on the data-parallel communicator, which NCCL runs as one stream: each waits for the
+one issued before it.
+
+With the distributed optimizer every gradient bucket has a parameter all-gather of the same buckets:
+- `overlap_param_gather: false`: after the optimizer step, blocking, one bucket after another.
+- `overlap_param_gather: true`: the all-gathers of the previous step are issued at the start of the
+  iteration (one chunk: in forward order; virtual stages: chunks 0 and 1 at the start and chunk c when
+  the stage reaches chunk c − 1's first forward pass, as Megatron-LM's `align_param_gather`), and the
+  first forward pass through a bucket's layers waits for its all-gather.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from astra_hetero.workload.blocks import Segment
+from astra_hetero.workload.schedule import BACKWARD, Step
+
+if TYPE_CHECKING:
+    from astra_hetero.workload.graph import RankContext, RankGraph
+
+
+class PassLike(Protocol):
+    def wait(self, node_id: int) -> None: ...
+    def flush(self) -> list[int]: ...
+
+
+UnitHook = Callable[[PassLike, str], None]
+
+
+@dataclass(frozen=True)
+class Bucket:
+    units: tuple[str, ...]  # parameter groups ("head", "L12", "embedding") in backward order
+    grad_bytes: float
+
+    @property
+    def label(self) -> str:
+        return self.units[-1]
+
+
+def chunk_units(ctx: RankContext, chunk: int) -> list[tuple[str, float]]:
+    """(parameter group, gradient bytes) of one chunk in the order its backward pass produces them."""
+    units = []
+    if ctx.is_last_virtual(chunk):
+        units.append(("head", ctx.head_grad_bytes))
+    units += [(f"L{layer}", ctx.layer_grad_bytes) for layer in reversed(range(*ctx.chunks[chunk]))]
+    if ctx.is_first_virtual(chunk):
+        units.append(("embedding", ctx.embedding_stage_grad_bytes))
+    return [(label, size) for label, size in units if size > 0]
+
+
+def plan_buckets(units: list[tuple[str, float]], bucket_bytes: float) -> list[Bucket]:
+    buckets, pending, size = [], [], 0.0
+    for label, grad_bytes in units:
+        pending.append(label)
+        size += grad_bytes
+        if size >= bucket_bytes:
+            buckets.append(Bucket(tuple(pending), size))
+            pending, size = [], 0.0
+    if pending:
+        buckets.append(Bucket(tuple(pending), size))
+    return buckets
+
+
+class DataParallelStream:
+    """Collectives on the data-parallel communicator, in issue order: each also waits for the last."""
+
+    def __init__(self, graph: RankGraph, ctx: RankContext) -> None:
+        self.graph, self.ctx = graph, ctx
+        self.last = -1
+
+    def issue(self, name: str, kind: str, size: float, deps: list[int]) -> int:
+        if self.last >= 0 and self.last not in deps:
+            deps = [*deps, self.last]
+        self.last = self.graph.collective(name, kind, size, "dp", self.ctx.dp_size, deps)
+        return self.last
+
+
+class GradientSync:
+    """Issues each chunk's gradient reductions at the point of the program Megatron-LM issues them."""
+
+    def __init__(self, graph: RankGraph, ctx: RankContext, steps: list[Step]) -> None:
+        self.graph, self.ctx = graph, ctx
+        self.stream = DataParallelStream(graph, ctx)
+        size = ctx.grad_bucket_bytes if ctx.overlap_grad_reduce else float("inf")
+        self.plans = [plan_buckets(chunk_units(ctx, c), size) for c in range(ctx.num_chunks)]
+        self.kind = "reduce_scatter" if ctx.distributed_optimizer else "all_reduce"
+        self.issued: list[int] = []
+        self.synced: set[int] = set()
+        backward_chunks = [s.chunk for s in steps if s.kind == BACKWARD]
+        # backward index of each chunk's last backward pass
+        self.last_backward = {c: i for i, c in enumerate(backward_chunks)}
+        self.as_ready = ctx.overlap_grad_reduce and ctx.num_chunks == 1
+        self.triggers: dict[int, list[int]] = {}
+        if ctx.overlap_grad_reduce and ctx.num_chunks > 1:
+            # backward index after which each chunk is reduced; past the last backward: in finish()
+            for chunk, index in sorted(self.last_backward.items(), key=lambda item: item[1]):
+                self.triggers.setdefault(index + ctx.stage, []).append(chunk)
+
+    @property
+    def active(self) -> bool:
+        return self.ctx.has_dp_group
+
+    def unit_hook(self, backward_index: int, chunk: int) -> UnitHook | None:
+        """During a chunk's last backward pass (one chunk per stage): issue each bucket once its
+        last parameter group's gradients are computed."""
+        if not (self.active and self.as_ready and backward_index == self.last_backward[chunk]):
+            return None
+        closing = {bucket.label: bucket for bucket in self.plans[chunk]}
+        self.synced.add(chunk)
+
+        def hook(run: PassLike, unit: str) -> None:
+            if unit in closing:
+                run.flush()  # the reduction waits on exactly the compute that produced its gradients
+                self._reduce(closing[unit], [self.graph.last_compute])
+
+        return hook
+
+    def after_backward(self, backward_index: int) -> None:
+        if self.active:
+            for chunk in self.triggers.get(backward_index, []):
+                self._reduce_chunk(chunk)
+
+    def finish(self) -> list[int]:
+        """Issue what is left after the backward; return every reduction for the optimizer to wait on."""
+        if self.active:
+            for chunk in range(self.ctx.num_chunks):
+                if chunk not in self.synced:
+                    self._reduce_chunk(chunk, blocking=not self.ctx.overlap_grad_reduce)
+        return list(self.issued)
+
+    def _reduce_chunk(self, chunk: int, blocking: bool = False) -> None:
+        """`blocking`: issued by the host only once the previous reduction is done (it follows the
+        backward through that one)."""
+        self.synced.add(chunk)
+        for bucket in self.plans[chunk]:
+            self._reduce(bucket, [] if blocking and self.issued else [self.graph.last_compute])
+
+    def _reduce(self, bucket: Bucket, deps: list[int]) -> None:
+        name = f"dp.grad_{self.kind}.{bucket.label}"
+        self.issued.append(self.stream.issue(name, self.kind, bucket.grad_bytes, deps))
+
+
+class ParamGathers:
+    """The distributed optimizer's parameter all-gathers overlapped with the forward passes."""
+
+    def __init__(self, sync: GradientSync) -> None:
+        self.graph, self.ctx, self.plans, self.stream = sync.graph, sync.ctx, sync.plans, sync.stream
+        ctx, plans = self.ctx, self.plans
+        self.enabled = ctx.overlap_param_gather and ctx.distributed_optimizer and ctx.has_dp_group
+        self.nodes: dict[tuple[int, int], int] = {}  # (chunk, bucket index) -> all-gather node
+        self.bucket_of = [{u: i for i, b in enumerate(plan) for u in b.units} for plan in plans]
+        self.issue_at: dict[int, int] = {}  # forward index -> chunk issued just before it
+        if not self.enabled:
+            return
+        if ctx.num_chunks == 1:
+            self._gather(0, reversed(range(len(plans[0]))), [])  # first layers' bucket first
+            return
+        for chunk in (0, 1):
+            self._gather(chunk, range(len(plans[chunk])), [])
+        for chunk in range(2, ctx.num_chunks):
+            # chunk c's gather is launched at the forward pass where stage 0 would reach chunk c − 1
+            self.issue_at[(chunk - 1) * ctx.num_stages - ctx.stage] = chunk
+
+    def before_forward(self, forward_index: int) -> None:
+        chunk = self.issue_at.get(forward_index)
+        if chunk is not None:
+            deps = [self.graph.last_compute] if self.graph.last_compute >= 0 else []
+            self._gather(chunk, range(len(self.plans[chunk])), deps)
+
+    def before_unit(self, run: PassLike, chunk: int, unit: str) -> None:
+        """The first forward use of a bucket's parameters waits for its all-gather."""
+        key = (chunk, self.bucket_of[chunk].get(unit, -1))
+        node = self.nodes.pop(key, None)
+        if node is not None:
+            run.wait(node)
+
+    def _gather(self, chunk: int, buckets: range | reversed[int], deps: list[int]) -> None:
+        for index in buckets:
+            bucket = self.plans[chunk][index]
+            self.nodes[(chunk, index)] = param_all_gather(self.stream, bucket, deps)
+
+
+def param_all_gather(stream: DataParallelStream, bucket: Bucket, deps: list[int]) -> int:
+    size = bucket.grad_bytes * stream.ctx.param_bytes_per_grad_byte
+    return stream.issue(f"dp.param_all_gather.{bucket.label}", "all_gather", size, deps)
+
+
+def finish_iteration(graph: RankGraph, ctx: RankContext, sync: GradientSync) -> None:
+    waits = sync.finish()
+    if ctx.has_embedding_group:  # after the data-parallel reduction, as finalize_model_grads does
+        waits.append(
+            graph.collective(
+                "embedding.grad_all_reduce",
+                "all_reduce",
+                ctx.embedding_grad_bytes,
+                "embedding",
+                2,
+                [graph.last_compute, *waits],
+            )
+        )
+    share = 1 / ctx.optimizer_shards
+    step = Segment(
+        "optimizer_step",
+        10.0 * ctx.params_on_rank * share,
+        30.0 * ctx.params_on_rank * share,
+        ctx.blocks.optimizer_step_ns_per_param * ctx.params_on_rank * share,
+    )
+    last = graph.compute("optimizer.step", step, waits)
+    if ctx.distributed_optimizer and ctx.has_dp_group and not ctx.overlap_param_gather:
+        for plan in sync.plans:  # blocking: one bucket after another
+            for bucket in plan:
+                last = param_all_gather(sync.stream, bucket, [last])
