@@ -19,6 +19,11 @@ class GpuRecord:
     memory_gib: float
     compute_efficiency: float
     memory_efficiency: float
+    num_sms: int
+    boost_clock_mhz: float
+    kernel_overhead_us: float
+    attention_fwd_efficiency: float
+    attention_bwd_efficiency: float
 
 
 @dataclass(frozen=True)

@@ -270,13 +270,7 @@ def _finish_iteration(graph: RankGraph, ctx: RankContext, buckets: _GradientBuck
                 [graph.last_compute],
             )
         )
-    share = 1 / ctx.optimizer_shards
-    step = Segment(
-        "optimizer_step",
-        10.0 * ctx.params_on_rank * share,
-        30.0 * ctx.params_on_rank * share,
-        ctx.blocks.optimizer_step_ns_per_param * ctx.params_on_rank * share,
-    )
+    step = ctx.blocks.optimizer.segment(ctx.params_on_rank, ctx.optimizer_shards)
     last = graph.compute("optimizer.step", step, waits)
     if ctx.distributed_optimizer and ctx.has_dp_group:
         for node, grad_bytes in buckets.issued:
