@@ -21,6 +21,7 @@ class GpuRecord:
     memory_efficiency: float
     num_sms: int
     boost_clock_mhz: float
+    sustained_fraction: float
     kernel_overhead_us: float
     attention_fwd_efficiency: float
     attention_bwd_efficiency: float

@@ -98,6 +98,11 @@ class GpuSpec(Strict):
         None, description="SMs / compute units: GEMM tile and wave quantization (None: not modelled)"
     )
     boost_clock_mhz: PositiveFloat | None = Field(None, description="clock of the vendor's peak figure")
+    sustained_fraction: Fraction = Field(
+        1.0,
+        description="share of the burst compute rates held through a long saturated run (power-limit "
+        "clock); multiplies compute_efficiency and the attention efficiencies",
+    )
     kernel_overhead_us: Annotated[float, Field(ge=0, le=1000)] = Field(
         1.0, description="fixed cost of every kernel (launch gap and ramp), microseconds"
     )
@@ -129,7 +134,14 @@ class GpuSpec(Strict):
 
     @property
     def effective_flops_per_ns(self) -> float:
-        return self.bf16_tflops * 1e3 * self.compute_efficiency * self.compute_multiplier
+        """Sustained achievable matmul rate: peak × MAMF fraction × sustained fraction × multiplier."""
+        return (
+            self.bf16_tflops
+            * 1e3
+            * self.compute_efficiency
+            * self.sustained_fraction
+            * self.compute_multiplier
+        )
 
     @property
     def effective_bytes_per_ns(self) -> float:

@@ -7,8 +7,8 @@ so a GEMM that fills whole waves of whole tiles reaches that rate and anything e
   - tile quantization: a dimension that is not a multiple of the tile still costs whole tiles;
   - wave quantization: the last wave may leave SMs idle (a GEMM of few tiles uses few SMs);
   - small or skinny shapes: too few tiles fill the GPU only by splitting K over several blocks
-    (split-K), whose FP32 partial sums cost memory traffic and a second kernel; a GEMM whose operands
-    are large next to its FLOPs (small K, or tiny M) is bound by memory bandwidth;
+    (split-K), whose FP32 partial sums are written out and summed by a second kernel after the first;
+    a GEMM whose operands are large next to its FLOPs (small K, or tiny M) is bound by memory bandwidth;
   - every kernel pays a fixed launch/latency cost.
 The library is assumed to pick the fastest of these options for each shape, as cuBLAS's heuristics aim
 to. The tiles are the large ones the guide lists as the most efficient (256×128, 128×256, 128×128);
@@ -51,10 +51,14 @@ def gemm_time_ns(g: Gemm, rates: DeviceRates) -> float:
                 break
             waves = math.ceil(tiles * split / rates.num_sms)
             compute = waves * 2.0 * tile_m * tile_n * depth / per_sm
-            partials = 0.0 if split == 1 else 2.0 * split * g.m * g.n * g.batch * BYTES_FP32
-            memory = (g.bytes + partials) / rates.bytes_per_ns
-            kernels = 1 if split == 1 else 2
-            best = min(best, kernels * rates.kernel_ns + max(compute, memory))
+            if split == 1:
+                time = rates.kernel_ns + max(compute, g.bytes / rates.bytes_per_ns)
+            else:  # FP32 partial sums written by the GEMM, then summed into C by a second kernel
+                partials = split * g.m * g.n * g.batch * BYTES_FP32
+                operands = g.bytes - g.m * g.n * g.batch * g.c_bytes
+                time = 2 * rates.kernel_ns + max(compute, (operands + partials) / rates.bytes_per_ns)
+                time += (partials + g.m * g.n * g.batch * (g.c_bytes + g.c_read_bytes)) / rates.bytes_per_ns
+            best = min(best, time)
     return best
 
 

@@ -59,7 +59,7 @@ class OperatorModel:
     def __init__(self, gpu: GpuSpec) -> None:
         self.gpu = gpu
         self.rates = device_rates(gpu)
-        self._peak_flops_per_ns = gpu.bf16_tflops * 1e3 * gpu.compute_multiplier
+        self._peak_flops_per_ns = gpu.bf16_tflops * 1e3 * gpu.sustained_fraction * gpu.compute_multiplier
 
     def time_ns(self, op: Op) -> float:
         memory_ns = op.bytes / self.rates.bytes_per_ns

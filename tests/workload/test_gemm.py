@@ -48,7 +48,7 @@ def test_efficiency_rises_with_size(preset):
 
 @pytest.mark.parametrize("preset", GPUS)
 def test_large_aligned_gemms_reach_the_measured_mamf(preset):
-    assert gemm_efficiency(Gemm(8192, 8192, 8192), rates(preset)) > 0.97
+    assert gemm_efficiency(Gemm(8192, 8192, 8192), rates(preset)) > 0.95  # 4096 tiles: 31.03 waves on 132 SMs
 
 
 def test_small_and_skinny_gemms_are_penalised():
