@@ -41,6 +41,8 @@ class Outcome:
     predicted_s: float | None
     status: str  # "ok" | "approx" | "skipped" | "failed"
     detail: str = ""
+    compute_s: float | None = None  # of the busiest rank
+    exposed_comm_s: float | None = None
 
     @property
     def error(self) -> float | None:
@@ -83,12 +85,15 @@ def spec_data(row: dict[str, Any], approximate: bool) -> tuple[dict[str, Any] | 
     }, unknown
 
 
-def predict(data: dict[str, Any], workdir: Path) -> float:
+def predict(data: dict[str, Any], workdir: Path) -> tuple[float, float, float]:
+    """(iteration, compute, exposed communication) in seconds, the latter two of the busiest rank."""
     from astra_hetero.pipeline import build_run_dir, execute
     from astra_hetero.spec import parse_spec
 
     run_dir = build_run_dir(parse_spec(data), workdir / data["name"])
-    return execute(run_dir.root, backend="embedded", timeline="none").iteration_time_us / 1e6
+    result = execute(run_dir.root, backend="embedded", timeline="none")
+    busiest = max(result.ranks, key=lambda r: r.compute_us)
+    return result.iteration_time_us / 1e6, busiest.compute_us / 1e6, busiest.exposed_comm_us / 1e6
 
 
 def evaluate(row: dict[str, Any], workdir: Path, approximate: bool) -> Outcome:
@@ -115,13 +120,15 @@ def mape(outcomes: list[Outcome]) -> float | None:
 
 
 def report(outcomes: list[Outcome]) -> str:
-    lines = [f"{'row':28} {'GPUs':>5} {'measured s':>11} {'predicted s':>12} {'error':>8}  status"]
+    header = f"{'row':26} {'GPUs':>5} {'measured s':>10} {'predicted s':>11} {'error':>7}"
+    lines = [header + f" {'compute':>8} {'comm':>7}  status (compute, comm: busiest rank, s)"]
     for o in outcomes:
-        predicted = f"{o.predicted_s:12.3f}" if o.predicted_s is not None else f"{'-':>12}"
-        error = f"{100 * o.error:+7.1f}%" if o.error is not None else f"{'-':>8}"
-        lines.append(
-            f"{o.row_id:28} {o.gpus:5d} {o.measured_s:11.3f} {predicted} {error}  {o.status} {o.detail}".rstrip()
-        )
+        cells = [f"{o.row_id:26}", f"{o.gpus:5d}", f"{o.measured_s:10.3f}"]
+        cells.append(f"{o.predicted_s:11.3f}" if o.predicted_s is not None else f"{'-':>11}")
+        cells.append(f"{100 * o.error:+6.1f}%" if o.error is not None else f"{'-':>7}")
+        cells.append(f"{o.compute_s:8.3f}" if o.compute_s is not None else f"{'-':>8}")
+        cells.append(f"{o.exposed_comm_s:7.3f}" if o.exposed_comm_s is not None else f"{'-':>7}")
+        lines.append((" ".join(cells) + f"  {o.status} {o.detail}").rstrip())
     exact = [o for o in outcomes if o.status == "ok"]
     approx = [o for o in outcomes if o.status == "approx"]
     value = mape(exact)
