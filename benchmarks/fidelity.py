@@ -105,13 +105,12 @@ def evaluate(row: dict[str, Any], workdir: Path, approximate: bool) -> Outcome:
     if data is None:
         return Outcome(row["id"], gpus, measured, None, "skipped", "needs " + ", ".join(unknown))
     try:
-        predicted = predict(data, workdir)
+        predicted, compute, comm = predict(data, workdir)
     except AstraHeteroError as exc:
         return Outcome(row["id"], gpus, measured, None, "failed", str(exc))
     status = "approx" if unknown else "ok"
-    return Outcome(
-        row["id"], gpus, measured, predicted, status, ("without " + ", ".join(unknown)) if unknown else ""
-    )
+    detail = ("without " + ", ".join(unknown)) if unknown else ""
+    return Outcome(row["id"], gpus, measured, predicted, status, detail, compute, comm)
 
 
 def mape(outcomes: list[Outcome]) -> float | None:
