@@ -101,9 +101,13 @@ class TorchTimer:
         if phase == "step":
             return self._step(op.name)
         name = op.name.removeprefix("recompute_")
-        # Recomputation runs forward kernels; the embedding's gradient is a backward kernel of its own.
-        backward = phase == "bwd" and not op.name.startswith("recompute_") and name != "embedding_grad"
+        if name == "embedding_grad":
+            return self._embedding_grad(x)
+        if name == "cross_entropy" and phase == "bwd":
+            return self._cross_entropy_backward(x)
         forward, inputs = self._memory_op(name, x)
+        # Recomputation runs forward kernels; other backward operators are the forward's autograd.
+        backward = phase == "bwd" and not op.name.startswith("recompute_")
         return self._autograd(forward, inputs) if backward else lambda: forward(*inputs)
 
     def _gemms(self, op: Op) -> Run:
@@ -160,21 +164,28 @@ class TorchTimer:
             return (lambda a: torch.softmax(a.masked_fill(mask, float("-inf")), dim=-1)), (
                 self._tensor(*scores),
             )
-        if name in ("embedding", "embedding_grad"):
+        if name == "embedding":
             ids = torch.randint(0, x.v // x.t, (tokens,), device=self.device)
-            table = self._tensor(x.v // x.t, x.h)
-            if name == "embedding":
-                return (lambda w: F.embedding(ids, w)), (table,)
-            main_grad = torch.zeros(x.v // x.t, x.h, device=self.device, dtype=torch.float32)
-            return (lambda w: main_grad.add_(self._embedding_grad(ids, w))), (table,)
+            return (lambda w: F.embedding(ids, w)), (self._tensor(x.v // x.t, x.h),)
         if name in ("cross_entropy_max", "cross_entropy"):
             return self._cross_entropy(name, x)
         raise ValueError(f"no PyTorch workload for operator {name!r}")
 
-    def _embedding_grad(self, ids: Any, table: Any) -> Any:
-        leaf = table.detach().requires_grad_(True)
-        out = self.torch.nn.functional.embedding(ids, leaf)
-        return self.torch.autograd.grad(out, leaf, self.torch.ones_like(out))[0]
+    def _embedding_grad(self, x: Shape) -> Run:
+        """The dense gradient of the vocabulary shard, added into the FP32 main gradient."""
+        torch = self.torch
+        ids = torch.randint(0, x.v // x.t, (x.tokens,), device=self.device)
+        table = self._tensor(x.v // x.t, x.h, grad=True)
+        out = torch.nn.functional.embedding(ids, table)
+        grad_out = torch.randn_like(out)
+        main_grad = torch.zeros(x.v // x.t, x.h, device=self.device, dtype=torch.float32)
+        return lambda: main_grad.add_(torch.autograd.grad(out, table, grad_out, retain_graph=True)[0])
+
+    def _cross_entropy_backward(self, x: Shape) -> Run:
+        """Megatron's backward: the saved FP32 softmax, less one at the target, scaled, cast to BF16."""
+        probs = self._tensor(x.tokens, x.v // x.t, dtype=self.torch.float32)
+        scale = self._tensor(x.tokens, 1, dtype=self.torch.float32)
+        return lambda: (probs * scale).to(self.dtype)
 
     def _cross_entropy(self, name: str, x: Shape) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         """Megatron's vocab-parallel cross-entropy: FP32 cast and max, then shift, exp, sum, normalise."""

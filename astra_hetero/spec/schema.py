@@ -128,11 +128,6 @@ class GpuSpec(Strict):
         return normalize_key(self.name)
 
     @property
-    def performance(self) -> tuple[Any, ...]:
-        """Every number the cost model reads; two GPUs with equal tuples time every operator alike."""
-        return tuple(v for k, v in self.model_dump().items() if k not in ("preset", "name", "memory_gib"))
-
-    @property
     def effective_flops_per_ns(self) -> float:
         """Sustained achievable matmul rate: peak × MAMF fraction × sustained fraction × multiplier."""
         return (

@@ -22,6 +22,7 @@ Byte counts per element follow the kernels Megatron runs (BF16 activations, FP32
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from astra_hetero.spec.schema import ModelSpec, ParallelismSpec
 from astra_hetero.workload.attention import DROPOUT_BYTES, attention_backward, attention_forward
@@ -246,6 +247,7 @@ def parameter_counts(model: ModelSpec) -> ParameterCounts:
 PHASES = ("fwd", "bwd", "step")
 
 
+@lru_cache(maxsize=64)
 def operators(x: Shape) -> dict[str, dict[str, Op]]:
     """Every operator the model can emit at shape `x` (selective recompute included), by phase and name."""
     forward = [*layer_forward(x), *embedding_forward(x), *head_forward(x)]
