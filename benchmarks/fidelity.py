@@ -147,7 +147,12 @@ def report(outcomes: list[Outcome]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=Path, default=RUNS, help="runs file (default: fidelity_runs.yaml)")
-    parser.add_argument("--max-gpus", type=int, default=512, help="skip rows with more GPUs than this")
+    parser.add_argument(
+        "--max-gpus",
+        type=int,
+        default=64,
+        help="skip rows with more GPUs than this (default 64; 512 runs all)",
+    )
     parser.add_argument("--only", nargs="+", metavar="ID", help="evaluate only these rows")
     parser.add_argument("--approximate", action="store_true", help="run rows without fields unknown here")
     parser.add_argument("--keep", type=Path, help="keep the run directories here")
