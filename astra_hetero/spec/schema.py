@@ -94,10 +94,12 @@ class GpuSpec(Strict):
     compute_multiplier: PositiveFloat = Field(
         1.0, description="scales both throughputs, e.g. 0.5 = half as fast as the preset it starts from"
     )
-    num_sms: PositiveInt | None = Field(
+    num_sms: Annotated[int, Field(gt=0, le=100_000)] | None = Field(
         None, description="SMs / compute units: GEMM tile and wave quantization (None: not modelled)"
     )
-    boost_clock_mhz: PositiveFloat | None = Field(None, description="clock of the vendor's peak figure")
+    boost_clock_mhz: Annotated[float, Field(gt=0, le=100_000)] | None = Field(
+        None, description="clock of the vendor's peak figure"
+    )
     sustained_fraction: Fraction = Field(
         1.0,
         description="share of the burst compute rates held through a long saturated run (power-limit "

@@ -103,3 +103,24 @@ def test_every_catalog_number_beyond_the_datasheet_names_its_source():
     for gpu in gpu_catalog().values():
         assert 0 < gpu.attention_bwd_efficiency <= gpu.attention_fwd_efficiency <= 1
         assert 0 < gpu.compute_efficiency <= 1 and 0 < gpu.memory_efficiency <= 1
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("num_sms", 0),
+        ("num_sms", 10**9),
+        ("boost_clock_mhz", float("inf")),
+        ("sustained_fraction", 1.5),
+        ("kernel_overhead_us", -1.0),
+        ("kernel_overhead_us", float("inf")),
+        ("attention_fwd_efficiency", float("nan")),
+        ("attention_bwd_efficiency", 0.0),
+    ],
+)
+def test_out_of_range_compute_figures_name_the_field(field, value):
+    data = make_spec_data()
+    data["cluster"]["node_groups"][0]["gpu"] = {"preset": "h100-sxm", field: value}
+    with pytest.raises(SpecError) as error:
+        parse_spec(data)
+    assert error.value.field == f"cluster.node_groups[0].gpu.{field}"
