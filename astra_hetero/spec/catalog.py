@@ -20,6 +20,12 @@ class GpuRecord:
     compute_efficiency: float
     memory_efficiency: float
     architecture: str
+    num_sms: int
+    boost_clock_mhz: float
+    sustained_fraction: float
+    kernel_overhead_us: float
+    attention_fwd_efficiency: float
+    attention_bwd_efficiency: float
 
 
 @dataclass(frozen=True)

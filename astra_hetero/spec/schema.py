@@ -84,20 +84,49 @@ class ModelSpec(Strict):
 
 
 class GpuSpec(Strict):
-    """A GPU type: a catalog preset, optionally with any number overridden."""
+    """A GPU type: a catalog preset, optionally with any number overridden.
+
+    Its identity (`type_key`, the label in manifests and results, and the key of its cost model) is
+    its own name when that differs from the preset's, else the preset key; a cluster may not hold two
+    GPUs with one label but different numbers (see `ClusterSpec`).
+    """
 
     preset: str | None = None
     name: str
     bf16_tflops: PositiveFloat = Field(description="dense BF16 peak, TFLOP/s")
     hbm_tbps: PositiveFloat = Field(description="device memory bandwidth, TB/s")
     memory_gib: PositiveFloat
-    compute_efficiency: Fraction = Field(description="achievable fraction of bf16_tflops")
+    compute_efficiency: Fraction = Field(
+        description="achievable fraction of bf16_tflops on large GEMMs (measured MAMF / peak)"
+    )
     memory_efficiency: Fraction = Field(description="achievable fraction of hbm_tbps")
     compute_multiplier: PositiveFloat = Field(
         1.0, description="scales both throughputs, e.g. 0.5 = half as fast as the preset it starts from"
     )
     architecture: str = Field(
         description="GPU generation (volta, ampere, ada, hopper, blackwell, cdna3): NCCL tunes by it"
+    )
+    num_sms: Annotated[int, Field(gt=0, le=100_000)] | None = Field(
+        None, description="SMs / compute units: GEMM tile and wave quantization (None: not modelled)"
+    )
+    boost_clock_mhz: Annotated[float, Field(gt=0, le=100_000)] | None = Field(
+        None, description="clock of the vendor's peak figure"
+    )
+    sustained_fraction: Fraction = Field(
+        1.0,
+        description="share of the burst compute rates held through a long saturated run (power-limit "
+        "clock); multiplies compute_efficiency and the attention efficiencies",
+    )
+    kernel_overhead_us: Annotated[float, Field(ge=0, le=1000)] = Field(
+        1.0, description="fixed cost of every kernel (launch gap and ramp), microseconds"
+    )
+    attention_fwd_efficiency: Fraction | None = Field(
+        None,
+        description="fused attention forward at long sequences, fraction of bf16_tflops "
+        "(None: compute_efficiency x 0.84, the A100's FlashAttention-2/MAMF ratio)",
+    )
+    attention_bwd_efficiency: Fraction | None = Field(
+        None, description="fused attention backward, fraction of bf16_tflops (None: forward x 0.87)"
     )
 
     @model_validator(mode="before")
@@ -114,12 +143,21 @@ class GpuSpec(Strict):
 
     @property
     def type_key(self) -> str:
-        """Identifies the GPU type for grouping and calibration lookups."""
-        return self.preset or normalize_key(self.name)
+        """The GPU's label: its own name when it has one of its own, else the preset key."""
+        if self.preset is not None and self.name == gpu_catalog()[self.preset].name:
+            return self.preset
+        return normalize_key(self.name)
 
     @property
     def effective_flops_per_ns(self) -> float:
-        return self.bf16_tflops * 1e3 * self.compute_efficiency * self.compute_multiplier
+        """Sustained achievable matmul rate: peak × MAMF fraction × sustained fraction × multiplier."""
+        return (
+            self.bf16_tflops
+            * 1e3
+            * self.compute_efficiency
+            * self.sustained_fraction
+            * self.compute_multiplier
+        )
 
     @property
     def effective_bytes_per_ns(self) -> float:
@@ -198,6 +236,21 @@ class ClusterSpec(Strict):
             raise ValueError(f"node group names must be unique; repeated: {', '.join(dupes)}")
         return self
 
+    @model_validator(mode="after")
+    def _gpu_labels(self) -> ClusterSpec:
+        """One label, one GPU: results, TP-group checks and calibration rows are keyed by the label."""
+        seen: dict[str, tuple[int, GpuSpec]] = {}
+        for index, group in enumerate(self.node_groups):
+            label = group.gpu.type_key
+            first = seen.setdefault(label, (index, group.gpu))
+            if first[1] != group.gpu:
+                raise ValueError(
+                    f"node_groups[{index}].gpu is labelled {label!r} like node_groups[{first[0]}].gpu but "
+                    f"has different numbers ({_differences(first[1], group.gpu)}); give it a name of its "
+                    f"own, e.g. {{preset: {group.gpu.preset or label}, name: my-{label}, ...}}"
+                )
+        return self
+
     @property
     def group_names(self) -> list[str]:
         return [g.name or f"group{i}" for i, g in enumerate(self.node_groups)]
@@ -209,6 +262,11 @@ class ClusterSpec(Strict):
     @property
     def num_nodes(self) -> int:
         return sum(g.count for g in self.node_groups)
+
+
+def _differences(a: GpuSpec, b: GpuSpec) -> str:
+    left, right = a.model_dump(), b.model_dump()
+    return ", ".join(f"{k} {left[k]} vs {right[k]}" for k in left if left[k] != right[k])
 
 
 class DcqcnSpec(Strict):
@@ -402,6 +460,16 @@ class CollectiveSpec(Strict):
         return "hierarchical" if self.model == "ideal" and self.algorithm == "auto" else self.algorithm
 
 
+class ComputeSpec(Strict):
+    """How the training framework computes (the operator formulations the cost model times)."""
+
+    attention: Literal["fused", "unfused"] = Field(
+        "fused",
+        description="fused: FlashAttention-style kernels (no score matrix, recompute in the backward); "
+        "unfused: scores materialised with a fused softmax, as Megatron ran before fused attention",
+    )
+
+
 class Spec(Strict):
     name: str = "experiment"
     model: ModelSpec
@@ -411,4 +479,5 @@ class Spec(Strict):
     mapping: MappingSpec = MappingSpec()
     partition: PartitionSpec = PartitionSpec()
     collectives: CollectiveSpec = CollectiveSpec()
+    compute: ComputeSpec = ComputeSpec()
     calibration: str | None = Field(None, description="CSV of measured operator times, relative to the spec")

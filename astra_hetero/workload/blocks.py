@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from astra_hetero.workload.costs import (
+    OPTIMIZER_UNIT_PARAMS,
     Collective,
     LayerStep,
     Op,
@@ -20,6 +21,7 @@ from astra_hetero.workload.costs import (
     head_forward,
     layer_backward,
     layer_forward,
+    optimizer_ops,
 )
 from astra_hetero.workload.timing import DeviceCostModel
 
@@ -63,6 +65,47 @@ def fuse(steps: list[LayerStep], phase: str, cost: DeviceCostModel, x: Shape) ->
 
 
 @dataclass(frozen=True)
+class OptimizerCost:
+    """The iteration's closing work on one rank, affine in its parameter count: gradient norm (for
+    clipping) and Adam step over the parameters it updates, gradient-buffer zeroing over all of them."""
+
+    fixed_ns: float
+    ns_per_updated_param: float
+    ns_per_param: float
+    flops_per_updated_param: float
+    bytes_per_updated_param: float
+    bytes_per_param: float
+
+    def segment(self, params: float, shards: int) -> Segment:
+        """`params` on the rank, of which 1/`shards` it updates (distributed optimizer: shards = dp)."""
+        updated = params / shards
+        return Segment(
+            "optimizer_step",
+            self.flops_per_updated_param * updated,
+            self.bytes_per_updated_param * updated + self.bytes_per_param * params,
+            self.fixed_ns + self.ns_per_updated_param * updated + self.ns_per_param * params,
+        )
+
+
+def optimizer_cost(cost: DeviceCostModel, x: Shape) -> OptimizerCost:
+    shard, full = optimizer_ops()
+    fixed = cost.model.rates.kernel_ns * sum(op.kernels for op in (*shard, *full))
+
+    def per_param(ops: list[Op]) -> float:
+        kernels_ns = cost.model.rates.kernel_ns * sum(op.kernels for op in ops)
+        return max(sum(cost.time_ns(op, "step", x) for op in ops) - kernels_ns, 0.0) / OPTIMIZER_UNIT_PARAMS
+
+    return OptimizerCost(
+        fixed,
+        per_param(shard),
+        per_param(full),
+        sum(op.flops for op in shard) / OPTIMIZER_UNIT_PARAMS,
+        sum(op.bytes for op in shard) / OPTIMIZER_UNIT_PARAMS,
+        sum(op.bytes for op in full) / OPTIMIZER_UNIT_PARAMS,
+    )
+
+
+@dataclass(frozen=True)
 class DeviceBlocks:
     """Every block a rank of one GPU type may execute, fused and timed once."""
 
@@ -72,18 +115,16 @@ class DeviceBlocks:
     embedding_bwd: Block
     head_fwd: Block
     head_bwd: Block
-    optimizer_step_ns_per_param: float
+    optimizer: OptimizerCost
 
 
 def device_blocks(cost: DeviceCostModel, x: Shape, recompute: str) -> DeviceBlocks:
-    # Adam step per parameter: read grad, master, m, v (16 B), write master, m, v, BF16 weight (14 B).
-    optimizer = cost.time_ns(Op("optimizer_step", 10.0, 30.0), "step", x)
     return DeviceBlocks(
         layer_fwd=fuse(layer_forward(x), "fwd", cost, x),
         layer_bwd=fuse(layer_backward(x, recompute), "bwd", cost, x),
-        embedding_fwd=fuse(list(embedding_forward(x)), "fwd", cost, x),
-        embedding_bwd=fuse(list(embedding_backward(x)), "bwd", cost, x),
-        head_fwd=fuse(list(head_forward(x)), "fwd", cost, x),
-        head_bwd=fuse(list(head_backward(x)), "bwd", cost, x),
-        optimizer_step_ns_per_param=optimizer,
+        embedding_fwd=fuse(embedding_forward(x), "fwd", cost, x),
+        embedding_bwd=fuse(embedding_backward(x), "bwd", cost, x),
+        head_fwd=fuse(head_forward(x), "fwd", cost, x),
+        head_bwd=fuse(head_backward(x), "bwd", cost, x),
+        optimizer=optimizer_cost(cost, x),
     )

@@ -1,206 +1,202 @@
 """Operator-level cost model of a decoder-only transformer, per micro-batch and per TP rank.
 
-Each layer's forward and backward pass is a list of operators with FLOPs and bytes moved;
-`timing.py` turns an operator into time on a given device.
+Each pass is the list of operators Megatron-LM launches, in order, with the TP collectives between
+them: every GEMM with its (M, N, K) shape, every memory-bound kernel with the bytes it moves, and the
+attention core fused or unfused (`attention.py`). `timing.py` turns an operator into time on a GPU.
 
-Conventions: BF16 activations and weights (2 bytes); backward GEMMs cost twice the forward (input
-gradient + weight gradient); attention is the unfused formulation (scores materialised), which is
-what the memory model assumes too.
+Byte counts per element follow the kernels Megatron runs (BF16 activations, FP32 main gradients):
+  norm (LayerNorm/RMSNorm)   forward reads x, writes y: 4 B; backward reads dy and x, writes dx, and
+                             adds the residual branch's gradient: 12 B (plus the weight-grad reduction)
+  bias-dropout-add           forward reads x and the residual, writes y and a 1-byte mask: 7 B;
+                             backward reads dy and the mask, writes dx: 5 B
+  GeLU (bias fused)          4 B forward, 6 B backward; SwiGLU per output element 6 B / 10 B
+  cross-entropy (vocab-parallel, megatron/core/tensor_parallel/cross_entropy.py): the logits are cast
+                             to FP32 (6 B), max-reduced (4 B), shifted, exponentiated, summed and
+                             normalised in place (28 B); backward scales the saved softmax (8 B) and
+                             casts the gradient back to BF16 (6 B)
+  Adam step                  reads grad, master weight, m, v (16 B), writes master, m, v (12 B) and the
+                             BF16 weight (2 B); the gradient norm for clipping reads the FP32 gradient
+                             (4 B); the FP32 gradient buffer is zeroed every iteration (4 B, unsharded)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from astra_hetero.spec.schema import ModelSpec, ParallelismSpec
+from astra_hetero.workload.attention import DROPOUT_BYTES, attention_backward, attention_forward
+from astra_hetero.workload.ops import (
+    BYTES_BF16,
+    BYTES_FP32,
+    Collective,
+    LayerStep,
+    Op,
+    Shape,
+    linear_backward,
+    linear_forward,
+    memory_op,
+    shape_of,
+)
 
-BYTES_BF16 = 2
+__all__ = ["BYTES_BF16", "Collective", "LayerStep", "Op", "Shape", "shape_of"]
 
-
-@dataclass(frozen=True)
-class Op:
-    name: str
-    flops: float
-    bytes: float
-
-
-@dataclass(frozen=True)
-class Collective:
-    """A TP collective inside a layer (a marker between fused compute segments)."""
-
-    kind: str  # "all_reduce" | "all_gather" | "reduce_scatter"
-    bytes: int
-
-
-LayerStep = Op | Collective
-
-
-@dataclass(frozen=True)
-class Shape:
-    b: int  # micro-batch size
-    s: int
-    h: int
-    a: int
-    kv: int
-    f: int
-    v: int
-    t: int
-    sp: bool
-    swiglu: bool
-
-    @property
-    def d(self) -> int:
-        return self.h // self.a
-
-    @property
-    def qkv_width(self) -> int:
-        return self.h + 2 * self.kv * self.d
-
-    @property
-    def tokens(self) -> int:
-        return self.b * self.s
-
-    @property
-    def elementwise_tokens(self) -> float:
-        """Norms, dropout and residuals run on the sequence shard when sequence parallelism is on."""
-        return self.tokens / self.t if self.sp else self.tokens
+NORM_BYTES = {"fwd": 4, "bwd": 12}
+FINAL_NORM_BWD_BYTES = 6  # no residual branch to add
+NORM_BWD_KERNELS = 3  # input gradient, weight-gradient partials, their reduction
+BIAS_DROPOUT_ADD_BYTES = {"fwd": 7, "bwd": 5}
+GELU_BYTES = {"fwd": 4, "bwd": 6}
+SWIGLU_BYTES = {"fwd": 6, "bwd": 10}
+CROSS_ENTROPY_MAX_BYTES, CROSS_ENTROPY_BYTES, CROSS_ENTROPY_BWD_BYTES = 10, 28, 14
+# Optimizer-phase operators are sized per million parameters (calibration rows use the same unit).
+OPTIMIZER_UNIT_PARAMS = 1_000_000
+ADAM_BYTES, ADAM_FLOPS, GRAD_NORM_BYTES, ZERO_GRAD_BYTES = 30, 10, 4, 4
 
 
-def shape_of(model: ModelSpec, par: ParallelismSpec) -> Shape:
-    return Shape(
-        b=par.micro_batch_size,
-        s=model.seq_len,
-        h=model.hidden_size,
-        a=model.num_heads,
-        kv=model.num_kv_heads,
-        f=model.ffn_size,
-        v=model.vocab_size,
-        t=par.tp,
-        sp=par.sequence_parallel,
-        swiglu=model.activation == "swiglu",
-    )
+def _tp_enter(x: Shape) -> list[Collective]:
+    """Before a column-parallel block: all-gather of the sequence shards with SP, nothing without."""
+    return [Collective("all_gather", _activation_bytes(x))] if x.t > 1 and x.sp else []
 
 
-def _gemm(name: str, m: float, k: float, n: float) -> Op:
-    return Op(name, 2.0 * m * k * n, BYTES_BF16 * (m * k + k * n + m * n))
-
-
-def _elementwise(name: str, elements: float, flops_per_element: float, tensors: float) -> Op:
-    return Op(name, flops_per_element * elements, BYTES_BF16 * tensors * elements)
-
-
-def _attention_core(x: Shape) -> list[Op]:
-    heads = x.a / x.t
-    scores = x.b * heads * x.s * x.s
-    head_tokens = x.tokens * x.h / x.t
-    return [
-        Op("attn_score", 2.0 * x.b * x.s * x.s * x.h / x.t, BYTES_BF16 * (2 * head_tokens + scores)),
-        Op("softmax", 5.0 * scores, BYTES_BF16 * 2 * scores + scores),  # + 1-byte dropout mask
-        Op("attn_context", 2.0 * x.b * x.s * x.s * x.h / x.t, BYTES_BF16 * (scores + 2 * head_tokens)),
-    ]
-
-
-def _mlp(x: Shape) -> list[Op]:
-    f = x.f / x.t
-    if x.swiglu:
-        return [
-            _gemm("mlp_gate_up", x.tokens, x.h, 2 * f),
-            _elementwise("swiglu", x.tokens * f, 4.0, 3),
-            _gemm("mlp_down", x.tokens, f, x.h),
-        ]
-    return [
-        _gemm("mlp_up", x.tokens, x.h, f),
-        _elementwise("gelu", x.tokens * f, 8.0, 2),
-        _gemm("mlp_down", x.tokens, f, x.h),
-    ]
-
-
-def _tp_pair(x: Shape, before: bool) -> list[Collective]:
-    """The collective(s) that bracket a tensor-parallel block: AG before / RS after with SP, else AR after."""
+def _tp_exit(x: Shape) -> list[Collective]:
+    """After a row-parallel block: reduce-scatter with SP, all-reduce without."""
     if x.t == 1:
         return []
-    size = int(BYTES_BF16 * x.tokens * x.h)
-    if x.sp:
-        return [Collective("all_gather" if before else "reduce_scatter", size)]
-    return [] if before else [Collective("all_reduce", size)]
+    return [Collective("reduce_scatter" if x.sp else "all_reduce", _activation_bytes(x))]
+
+
+def _activation_bytes(x: Shape) -> int:
+    return BYTES_BF16 * x.tokens * x.h
+
+
+def _mlp_forward(x: Shape) -> list[Op]:
+    f, t = x.f // x.t, x.tokens
+    if x.swiglu:
+        return [
+            linear_forward("mlp_gate_up", t, x.h, 2 * f),
+            memory_op("swiglu", t * f, SWIGLU_BYTES["fwd"], flops=4.0),
+            linear_forward("mlp_down", t, f, x.h),
+        ]
+    return [
+        linear_forward("mlp_up", t, x.h, f),
+        memory_op("gelu", t * f, GELU_BYTES["fwd"], flops=8.0),
+        linear_forward("mlp_down", t, f, x.h),
+    ]
+
+
+def _mlp_backward(x: Shape) -> list[Op]:
+    f, t = x.f // x.t, x.tokens
+    first = ("mlp_gate_up", 2 * f) if x.swiglu else ("mlp_up", f)
+    activation = ("swiglu", SWIGLU_BYTES["bwd"]) if x.swiglu else ("gelu", GELU_BYTES["bwd"])
+    return [
+        linear_backward("mlp_down", t, f, x.h),
+        memory_op(activation[0], t * f, activation[1], flops=8.0),
+        linear_backward(first[0], t, x.h, first[1]),
+    ]
 
 
 def layer_forward(x: Shape) -> list[LayerStep]:
     norm = x.elementwise_tokens * x.h
     return [
-        _elementwise("norm_attn", norm, 5.0, 2),
-        *_tp_pair(x, before=True),
-        _gemm("qkv_proj", x.tokens, x.h, x.qkv_width / x.t),
-        *_attention_core(x),
-        _gemm("attn_out_proj", x.tokens, x.h / x.t, x.h),
-        *_tp_pair(x, before=False),
-        _elementwise("residual_attn", norm, 2.0, 3),
-        _elementwise("norm_mlp", norm, 5.0, 2),
-        *_tp_pair(x, before=True),
-        *_mlp(x),
-        *_tp_pair(x, before=False),
-        _elementwise("residual_mlp", norm, 2.0, 3),
+        memory_op("norm_attn", norm, NORM_BYTES["fwd"], flops=5.0),
+        *_tp_enter(x),
+        linear_forward("qkv_proj", x.tokens, x.h, x.qkv_width // x.t),
+        *attention_forward(x),
+        linear_forward("attn_out_proj", x.tokens, x.h // x.t, x.h),
+        *_tp_exit(x),
+        memory_op("residual_attn", norm, BIAS_DROPOUT_ADD_BYTES["fwd"], flops=2.0),
+        memory_op("norm_mlp", norm, NORM_BYTES["fwd"], flops=5.0),
+        *_tp_enter(x),
+        *_mlp_forward(x),
+        *_tp_exit(x),
+        memory_op("residual_mlp", norm, BIAS_DROPOUT_ADD_BYTES["fwd"], flops=2.0),
     ]
-
-
-def _backward(op: Op) -> Op:
-    # Input gradient and weight gradient for GEMMs; gradient kernels of elementwise ops read and
-    # write about twice the data of the forward.
-    return Op(op.name, 2.0 * op.flops, 2.0 * op.bytes)
 
 
 def layer_backward(x: Shape, recompute: str) -> list[LayerStep]:
-    """Reverse of the forward, with the TP collectives mirrored (AR after each column-parallel block)."""
-    steps: list[LayerStep] = []
-    if recompute == "selective":
-        steps += [Op(f"recompute_{op.name}", op.flops, op.bytes) for op in _attention_core(x)]
-    for step in reversed(layer_forward(x)):
-        if isinstance(step, Collective):
-            mirrored = {
-                "all_reduce": "all_reduce",
-                "reduce_scatter": "all_gather",
-                "all_gather": "reduce_scatter",
-            }[step.kind]
-            steps.append(Collective(mirrored, step.bytes))
-        else:
-            steps.append(_backward(step))
-    return _move_ar_to_block_starts(steps, x)
-
-
-def _move_ar_to_block_starts(steps: list[LayerStep], x: Shape) -> list[LayerStep]:
-    """Without SP the backward all-reduce follows the column-parallel GEMM (qkv / first MLP GEMM),
-    not the row-parallel one; reversing the forward puts it at the wrong end, so rebuild the order."""
-    if x.t == 1 or x.sp:
-        return steps
-    ops = [s for s in steps if isinstance(s, Op)]
-    out: list[LayerStep] = []
-    size = int(BYTES_BF16 * x.tokens * x.h)
-    for op in ops:
-        out.append(op)
-        if op.name in ("mlp_up", "mlp_gate_up", "qkv_proj"):
-            out.append(Collective("all_reduce", size))
-    return out
-
-
-def embedding_forward(x: Shape) -> list[Op]:
-    return [_elementwise("embedding", x.elementwise_tokens * x.h, 0.0, 2)]
-
-
-def embedding_backward(x: Shape) -> list[Op]:
-    return [_elementwise("embedding_grad", x.elementwise_tokens * x.h, 1.0, 3)]
-
-
-def head_forward(x: Shape) -> list[Op]:
-    logits = x.tokens * x.v / x.t
+    """The forward reversed. Collectives mirror the forward's: the gradient of an all-reduce after a
+    row-parallel block needs none, the input gradient of a column-parallel block is all-reduced (or
+    reduce-scattered with SP, where the forward's reduce-scatter becomes an all-gather)."""
+    norm = x.elementwise_tokens * x.h
+    grad_enter = [Collective("all_gather", _activation_bytes(x))] if x.t > 1 and x.sp else []
     return [
-        _elementwise("final_norm", x.elementwise_tokens * x.h, 5.0, 2),
-        _gemm("lm_head", x.tokens, x.h, x.v / x.t),
-        _elementwise("cross_entropy", logits, 5.0, 2),
+        memory_op("residual_mlp", norm, BIAS_DROPOUT_ADD_BYTES["bwd"], flops=1.0),
+        *grad_enter,
+        *_mlp_backward(x),
+        *_tp_exit(x),
+        memory_op("norm_mlp", norm, NORM_BYTES["bwd"], NORM_BWD_KERNELS, flops=8.0),
+        memory_op("residual_attn", norm, BIAS_DROPOUT_ADD_BYTES["bwd"], flops=1.0),
+        *grad_enter,
+        linear_backward("attn_out_proj", x.tokens, x.h // x.t, x.h),
+        *attention_backward(x, recompute == "selective"),
+        linear_backward("qkv_proj", x.tokens, x.h, x.qkv_width // x.t),
+        *_tp_exit(x),
+        memory_op("norm_attn", norm, NORM_BYTES["bwd"], NORM_BWD_KERNELS, flops=8.0),
     ]
 
 
-def head_backward(x: Shape) -> list[Op]:
-    return [_backward(op) for op in reversed(head_forward(x))]
+def embedding_forward(x: Shape) -> list[LayerStep]:
+    """Vocab-parallel lookup (each TP rank its vocabulary shard, then summed across TP), dropout."""
+    return [
+        memory_op("embedding", x.tokens * x.h, 2 * BYTES_BF16, kernels=2),
+        *_tp_exit(x),
+        memory_op("embedding_dropout", x.elementwise_tokens * x.h, DROPOUT_BYTES["fwd"]),
+    ]
+
+
+def embedding_backward(x: Shape) -> list[LayerStep]:
+    """Dropout's gradient, then the dense gradient of the vocabulary shard: zeroed, scatter-added
+    from the tokens' gradients, and added into the FP32 main gradient (12 B per table entry)."""
+    table = x.v / x.t * x.h
+    grad_enter = [Collective("all_gather", _activation_bytes(x))] if x.t > 1 and x.sp else []
+    return [
+        memory_op("embedding_dropout", x.elementwise_tokens * x.h, DROPOUT_BYTES["bwd"]),
+        *grad_enter,
+        memory_op("embedding_grad", 1.0, table * 12 + x.tokens * x.h * 10, kernels=4),
+    ]
+
+
+def head_forward(x: Shape) -> list[LayerStep]:
+    """Final norm, LM head GEMM over the vocabulary shard, vocab-parallel cross-entropy (three FP32
+    all-reduces of one value per token across TP: max logit, target logit, sum of exponentials)."""
+    logits = x.tokens * (x.v // x.t)
+    per_token = [Collective("all_reduce", BYTES_FP32 * x.tokens)] if x.t > 1 else []
+    return [
+        memory_op("final_norm", x.elementwise_tokens * x.h, NORM_BYTES["fwd"], flops=5.0),
+        *_tp_enter(x),
+        linear_forward("lm_head", x.tokens, x.h, x.v // x.t),
+        memory_op("cross_entropy_max", logits, CROSS_ENTROPY_MAX_BYTES, kernels=2, flops=1.0),
+        *per_token,
+        memory_op("cross_entropy", logits, CROSS_ENTROPY_BYTES, kernels=4, flops=4.0),
+        *per_token,
+        *per_token,
+    ]
+
+
+def head_backward(x: Shape) -> list[LayerStep]:
+    logits = x.tokens * (x.v // x.t)
+    return [
+        memory_op("cross_entropy", logits, CROSS_ENTROPY_BWD_BYTES, kernels=2, flops=2.0),
+        linear_backward("lm_head", x.tokens, x.h, x.v // x.t),
+        *_tp_exit(x),
+        memory_op(
+            "final_norm", x.elementwise_tokens * x.h, FINAL_NORM_BWD_BYTES, NORM_BWD_KERNELS, flops=8.0
+        ),
+    ]
+
+
+def optimizer_ops() -> tuple[list[Op], list[Op]]:
+    """(operators over the rank's optimizer shard, operators over all its parameters), each sized for
+    OPTIMIZER_UNIT_PARAMS parameters: gradient norm and Adam step run on the shard the rank updates
+    (1/dp of it with the distributed optimizer); the gradient buffer is zeroed whole."""
+    n = float(OPTIMIZER_UNIT_PARAMS)
+    return (
+        [
+            memory_op("grad_norm", n, GRAD_NORM_BYTES, flops=2.0),
+            memory_op("optimizer_step", n, ADAM_BYTES, flops=ADAM_FLOPS),
+        ],
+        [memory_op("zero_grad", n, ZERO_GRAD_BYTES)],
+    )
 
 
 @dataclass(frozen=True)
@@ -246,3 +242,29 @@ def parameter_counts(model: ModelSpec) -> ParameterCounts:
     embedding = model.vocab_size * h + (model.seq_len * h if model.learned_position_embeddings else 0)
     head = 0 if model.tied_embeddings else model.vocab_size * h
     return ParameterCounts(per_layer, embedding, head, norm)
+
+
+PHASES = ("fwd", "bwd", "step")
+
+
+@lru_cache(maxsize=64)
+def operators(x: Shape) -> dict[str, dict[str, Op]]:
+    """Every operator the model can emit at shape `x` (selective recompute included), by phase and name."""
+    forward = [*layer_forward(x), *embedding_forward(x), *head_forward(x)]
+    backward = [*layer_backward(x, "selective"), *embedding_backward(x), *head_backward(x)]
+    shard, full = optimizer_ops()
+    by_phase = {"fwd": forward, "bwd": backward, "step": [*shard, *full]}
+    return {phase: {s.name: s for s in steps if isinstance(s, Op)} for phase, steps in by_phase.items()}
+
+
+def operator_names() -> dict[str, frozenset[str]]:
+    """Operator names of every formulation (fused and unfused attention, GeLU and SwiGLU), by phase."""
+    names: dict[str, set[str]] = {phase: set() for phase in PHASES}
+    for fused in (True, False):
+        for swiglu in (True, False):
+            x = Shape(
+                b=1, s=8, h=8, a=2, kv=2, f=16, v=16, t=1, sp=False, swiglu=swiglu, fused_attention=fused
+            )
+            for phase, ops in operators(x).items():
+                names[phase] |= set(ops)
+    return {phase: frozenset(n) for phase, n in names.items()}

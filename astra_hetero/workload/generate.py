@@ -13,8 +13,10 @@ import yaml
 from astra_hetero import rundir
 from astra_hetero.chakra_io import write_trace
 from astra_hetero.comm.measured import copy_tables, table_records
+from astra_hetero.spec.catalog import gpu_catalog
 from astra_hetero.spec.schema import Spec
 from astra_hetero.workload.blocks import DeviceBlocks, device_blocks
+from astra_hetero.workload.calibration import load_calibration
 from astra_hetero.workload.costs import (
     BYTES_BF16,
     parameter_counts,
@@ -28,7 +30,7 @@ from astra_hetero.workload.layout import Layout, build_layout
 from astra_hetero.workload.memory import check_memory, max_layers_that_fit
 from astra_hetero.workload.partition import Partition, build_partition, micro_batch_group
 from astra_hetero.workload.schedule import stage_steps
-from astra_hetero.workload.timing import DeviceCostModel, load_calibration
+from astra_hetero.workload.timing import DeviceCostModel
 
 Progress = Callable[[int], None]
 
@@ -57,8 +59,11 @@ class WorkloadPlan:
 
 def plan_workload(spec: Spec) -> WorkloadPlan:
     layout = build_layout(spec)
-    x = shape_of(spec.model, spec.parallelism)
+    x = shape_of(spec.model, spec.parallelism, spec.compute.attention)
     calibration = load_calibration(spec.calibration) if spec.calibration else None
+    if calibration is not None:
+        calibration.check_gpus([*gpu_catalog(), *(g.gpu.type_key for g in spec.cluster.node_groups)])
+    # One cost model per GPU label; the spec guarantees that a label names one set of numbers.
     costs: dict[str, DeviceCostModel] = {}
     for device in layout.devices:
         costs.setdefault(device.gpu_type, DeviceCostModel(device.spec.gpu, calibration))

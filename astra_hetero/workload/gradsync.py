@@ -32,7 +32,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from astra_hetero.workload.blocks import Segment
 from astra_hetero.workload.schedule import BACKWARD, Step
 
 if TYPE_CHECKING:
@@ -218,13 +217,7 @@ def finish_iteration(graph: RankGraph, ctx: RankContext, sync: GradientSync) -> 
                 [graph.last_compute, *waits],
             )
         )
-    share = 1 / ctx.optimizer_shards
-    step = Segment(
-        "optimizer_step",
-        10.0 * ctx.params_on_rank * share,
-        30.0 * ctx.params_on_rank * share,
-        ctx.blocks.optimizer_step_ns_per_param * ctx.params_on_rank * share,
-    )
+    step = ctx.blocks.optimizer.segment(ctx.params_on_rank, ctx.optimizer_shards)
     last = graph.compute("optimizer.step", step, waits)
     if ctx.distributed_optimizer and ctx.has_dp_group and not ctx.overlap_param_gather:
         for plan in sync.plans:  # blocking: one bucket after another

@@ -3,7 +3,8 @@
 Mixed-precision training with Adam: BF16 weights (2 B/param), FP32 main gradients (4 B/param), FP32
 master weights plus two moments (12 B/param, sharded over DP with the distributed optimizer).
 Activations follow Korthikanti et al. (2022), "Reducing Activation Recomputation in Large Transformer
-Models", generalised to the model's FFN width, gated MLPs and grouped KV heads.
+Models", generalised to the model's FFN width, gated MLPs and grouped KV heads; with fused attention
+(`compute.attention: fused`) the s² score terms give way to the kernel's per-head log-sum-exp.
 
 How many micro-batches' activations a stage holds at once is read off its own schedule: a forward pass
 of a chunk stores that chunk's layers until the chunk's backward pass for the same micro-batch frees
@@ -60,7 +61,10 @@ def activation_bytes_per_layer(spec: Spec) -> float:
     kv_ratio = m.num_kv_heads / m.num_heads
     mlp = (6.0 if m.activation == "swiglu" else 4.0) * m.ffn_size / h
     sharded = 2 + 4 * kv_ratio + 2 + mlp
-    scores = 0.0 if par.recompute == "selective" else 5.0 * m.num_heads * s / h
+    if spec.compute.attention == "fused":  # no score matrix; the FP32 row log-sum-exp per head
+        scores = 4.0 * m.num_heads / h
+    else:  # softmax output and dropout output (2 B each) and mask (1 B) per score; recomputed if selective
+        scores = 0.0 if par.recompute == "selective" else 5.0 * m.num_heads * s / h
     replicated_share = replicated / t if par.sequence_parallel else replicated
     return sbh * (replicated_share + sharded / t + scores / t)
 

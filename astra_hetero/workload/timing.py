@@ -1,83 +1,115 @@
-"""Operator time on one GPU type: a roofline, overridden by measured (calibration) times where given.
+"""Operator time on one GPU type: shape-aware analytical models, overridden by measured (calibration)
+times where a calibration table has them.
 
-Roofline: max(FLOPs / effective peak, bytes / effective HBM bandwidth), with the device's achievable
-efficiencies and compute multiplier applied to both peaks.
+- GEMMs: tile/wave quantization, split-K and a fixed kernel cost over the GPU's achievable matmul rate
+  (`gemm.py`), bounded below by their memory traffic.
+- Memory-bound kernels: bytes at achievable bandwidth plus the fixed cost per kernel.
+- Fused attention: FLOPs at the GPU's fused-attention efficiency for the pass (catalog figures at long
+  sequences), reduced at short sequences as s / (s + ATTENTION_HALF_SEQ) (see below), bounded below by
+  its memory traffic, plus the fixed cost of its kernels.
+`compute_multiplier` scales both throughputs; the fixed per-kernel cost stays.
 """
 
 from __future__ import annotations
 
-import csv
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable
 
-from astra_hetero.errors import SpecError
 from astra_hetero.spec.schema import GpuSpec
-from astra_hetero.workload.costs import Op, Shape
+from astra_hetero.workload.calibration import CalibrationTable, calibrated_time_ns
+from astra_hetero.workload.costs import operators
+from astra_hetero.workload.gemm import DeviceRates, gemm_time_ns
+from astra_hetero.workload.ops import Op, Shape
+
+# Fused attention throughput against sequence length: cuDNN causal forward, head dim 128, H100 SXM5
+# (FlashAttention-3 paper, Fig. 5): 315, 410, 484, 518, 529, 539 TFLOP/s at 0.5k…16k tokens. The curve
+# r(s) = r∞·s/(s + s½) fits it within 5 % with s½ = 385 tokens (r∞ = 552); catalog efficiencies are the
+# 16k figures, so r(s) = r16k · s/(s + s½) · (16384 + s½)/16384.
+ATTENTION_HALF_SEQ = 385.0
+ATTENTION_REFERENCE_SEQ = 16384.0
+# GPUs without a fused-attention figure: forward at the A100's FlashAttention-2/MAMF ratio
+# (0.73·312/271.2), backward at the backward/forward ratio measured on H100 (516/595).
+ATTENTION_FWD_PER_MATMUL, ATTENTION_BWD_PER_FWD = 0.84, 0.87
 
 
-@dataclass(frozen=True)
-class CalibrationRow:
-    gpu: str
-    op: str
-    time_ns: float
-    tp: int | None
-    micro_batch_size: int | None
-    seq_len: int | None
-
-    def matches(self, gpu: str, op: str, x: Shape) -> bool:
-        return (
-            self.gpu == gpu
-            and self.op == op
-            and self.tp in (None, x.t)
-            and self.micro_batch_size in (None, x.b)
-            and self.seq_len in (None, x.s)
-        )
-
-    @property
-    def specificity(self) -> int:
-        return sum(v is not None for v in (self.tp, self.micro_batch_size, self.seq_len))
+def attention_efficiency(gpu: GpuSpec, attention_pass: str, seq_len: int) -> float:
+    forward = gpu.attention_fwd_efficiency or gpu.compute_efficiency * ATTENTION_FWD_PER_MATMUL
+    long_seq = (
+        forward
+        if attention_pass == "fwd"
+        else gpu.attention_bwd_efficiency or forward * ATTENTION_BWD_PER_FWD
+    )
+    scale = (
+        seq_len
+        / (seq_len + ATTENTION_HALF_SEQ)
+        * (ATTENTION_REFERENCE_SEQ + ATTENTION_HALF_SEQ)
+        / ATTENTION_REFERENCE_SEQ
+    )
+    return min(1.0, long_seq * scale)
 
 
-def load_calibration(path: str | Path) -> list[CalibrationRow]:
-    """CSV with columns gpu, op, time_us and optional tp, micro_batch_size, seq_len (blank = any).
+def device_rates(gpu: GpuSpec) -> DeviceRates:
+    return DeviceRates(
+        gpu.effective_flops_per_ns, gpu.effective_bytes_per_ns, gpu.num_sms, gpu.kernel_overhead_us * 1e3
+    )
 
-    `op` is an operator name with its pass, e.g. `qkv_proj.fwd`, `mlp_down.bwd`.
-    """
-    path = Path(path)
-    rows: list[CalibrationRow] = []
-    with open(path, newline="") as handle:
-        reader = csv.DictReader(handle)
-        missing = {"gpu", "op", "time_us"} - set(reader.fieldnames or [])
-        if missing:
-            raise SpecError("calibration", f"{path}: missing column(s) {', '.join(sorted(missing))}")
-        for line, raw in enumerate(reader, start=2):
-            try:
-                time_us = float(raw["time_us"])
-                if time_us < 0:
-                    raise ValueError("negative time")
-                optional = {
-                    k: int(raw[k]) if raw.get(k) not in (None, "") else None
-                    for k in ("tp", "micro_batch_size", "seq_len")
-                }
-            except ValueError as exc:
-                raise SpecError("calibration", f"{path}:{line}: {exc}") from None
-            rows.append(CalibrationRow(raw["gpu"].strip(), raw["op"].strip(), time_us * 1e3, **optional))
-    return rows
+
+class OperatorModel:
+    """The analytical time (ns) of any operator on one GPU type."""
+
+    def __init__(self, gpu: GpuSpec) -> None:
+        self.gpu = gpu
+        self.rates = device_rates(gpu)
+        self._peak_flops_per_ns = gpu.bf16_tflops * 1e3 * gpu.sustained_fraction * gpu.compute_multiplier
+
+    def time_ns(self, op: Op) -> float:
+        memory_ns = op.bytes / self.rates.bytes_per_ns
+        if op.kind == "gemm":
+            return sum(gemm_time_ns(g, self.rates) for g in op.gemms)
+        if op.kind == "attention":
+            rate = self._peak_flops_per_ns * attention_efficiency(self.gpu, op.attention_pass, op.seq_len)
+            return op.kernels * self.rates.kernel_ns + max(op.flops / rate, memory_ns)
+        return op.kernels * self.rates.kernel_ns + memory_ns
 
 
 class DeviceCostModel:
-    """Operator times (ns) on one GPU type: roofline, overridden by calibration rows where given."""
+    """Operator times (ns) on one GPU type: the analytical model, overridden by calibration rows for
+    its label — or, for a GPU derived from a preset, by the preset's rows carried over as a correction
+    (see `calibration.py`)."""
 
-    def __init__(self, gpu: GpuSpec, calibration: list[CalibrationRow] | None = None) -> None:
+    def __init__(self, gpu: GpuSpec, calibration: CalibrationTable | None = None) -> None:
         self.gpu = gpu
-        self._flops_per_ns = gpu.effective_flops_per_ns
-        self._bytes_per_ns = gpu.effective_bytes_per_ns
-        self._calibration = [r for r in calibration or [] if r.gpu == gpu.type_key]
+        self.model = OperatorModel(gpu)
+        self._table = calibration
+        self._preset_model: OperatorModel | None = None
+        if calibration is not None and gpu.preset is not None and gpu.type_key != gpu.preset:
+            self._preset_model = OperatorModel(GpuSpec.model_validate({"preset": gpu.preset}))
 
     def time_ns(self, op: Op, phase: str, x: Shape) -> float:
-        if self._calibration:
-            key = f"{op.name}.{phase}"
-            hits = [r for r in self._calibration if r.matches(self.gpu.type_key, key, x)]
-            if hits:
-                return max(hits, key=lambda r: r.specificity).time_ns
-        return max(op.flops / self._flops_per_ns, op.bytes / self._bytes_per_ns)
+        if self._table is not None:
+            rows = self._table.rows_for(self.gpu.type_key, op.name, phase)
+            if rows:
+                return calibrated_time_ns(rows, x, _work_at(op, phase), _model_at(self.model, op, phase, x))
+            if self._preset_model is not None and self.gpu.preset is not None:
+                rows = self._table.rows_for(self.gpu.preset, op.name, phase)
+                if rows:
+                    measured = calibrated_time_ns(
+                        rows, x, _work_at(op, phase), _model_at(self._preset_model, op, phase, x)
+                    )
+                    return measured * self.model.time_ns(op) / self._preset_model.time_ns(op)
+        return self.model.time_ns(op)
+
+
+def _op_at(op: Op, phase: str, shape: Shape) -> Op:
+    return operators(shape)[phase][op.name]
+
+
+def _work_at(op: Op, phase: str) -> Callable[[Shape], float]:
+    def work(shape: Shape) -> float:
+        other = _op_at(op, phase, shape)
+        return other.flops if other.flops > 0 else other.bytes
+
+    return work
+
+
+def _model_at(model: OperatorModel, op: Op, phase: str, x: Shape) -> Callable[[Shape], float]:
+    return lambda shape: model.time_ns(op if shape == x else _op_at(op, phase, shape))

@@ -99,8 +99,9 @@ def test_embedding_runs_in_the_first_virtual_stage_and_head_in_the_last(uneven):
         embeds = [n for n in names if ".embed" in n]
         heads = [n for n in names if ".head" in n]
         mbs = info["num_micro_batches"]
-        assert len(embeds) == (2 * mbs if info["stage"] == 0 else 0)  # forward and backward
-        assert len(heads) == (2 * mbs if info["stage"] == P - 1 else 0)
+        # one forward and one backward per micro-batch (a pass may split around a TP collective)
+        assert len({tuple(n.split(".")[:2]) for n in embeds}) == (2 * mbs if info["stage"] == 0 else 0)
+        assert len({tuple(n.split(".")[:2]) for n in heads}) == (2 * mbs if info["stage"] == P - 1 else 0)
         # the embedding joins layer 0 (chunk 0), never a later chunk's first layer
         assert all(layers_of_name(n) <= {0, 1, 2} for n in embeds)
 

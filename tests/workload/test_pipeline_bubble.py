@@ -16,7 +16,7 @@ from astra_hetero.backends.embedded.backend import EmbeddedBackend
 from astra_hetero.chakra_io import write_trace
 from astra_hetero.pipeline import build_run_dir
 from astra_hetero.spec import parse_spec
-from astra_hetero.workload.blocks import Segment
+from astra_hetero.workload.blocks import OptimizerCost, Segment
 from astra_hetero.workload.generate import encoded_traces, plan_workload
 from tests.conftest import make_spec_data, node_group
 
@@ -42,7 +42,7 @@ def uniform_pipeline(root: Path, p: int, v: int, m: int, layers_per_chunk: int =
             embedding_bwd=(),
             head_fwd=(),
             head_bwd=(),
-            optimizer_step_ns_per_param=0.0,
+            optimizer=OptimizerCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
         )
         plan.contexts[i] = dataclasses.replace(ctx, blocks=blocks, activation_bytes=1)
     for rank, trace in encoded_traces(plan):

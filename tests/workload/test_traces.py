@@ -100,13 +100,17 @@ def model_flops(data: dict) -> float:
     # Every weight except the input embedding's lookup table costs 6 FLOPs per token (fwd + bwd).
     gemm_params = counts.per_layer * m.num_layers + (counts.head or m.vocab_size * m.hidden_size)
     tokens = par.global_batch_size * m.seq_len
-    attention = 12 * m.num_layers * m.seq_len * m.hidden_size * tokens  # QK^T and AV, fwd + bwd
+    if spec.compute.attention == "unfused":  # QK^T and AV over all s² scores: 2 products fwd, 4 bwd
+        attention = 12 * m.num_layers * m.seq_len * m.hidden_size * tokens
+    else:  # causal: s(s+1)/2 pairs per head; 2 products fwd, 5 bwd (scores recomputed)
+        attention = 7 * m.num_layers * (m.seq_len + 1) * m.hidden_size * tokens
     return 6 * gemm_params * tokens + attention
 
 
+@pytest.mark.parametrize("attention", ["fused", "unfused"])
 @pytest.mark.parametrize("model", ["tiny", "gpt3-13b-cut", "llama2-70b-cut"])
-def test_total_flops_match_six_n_t_plus_attention(tmp_path, model):
-    data = make_spec_data()
+def test_total_flops_match_six_n_t_plus_attention(tmp_path, model, attention):
+    data = make_spec_data(compute={"attention": attention})
     if model == "gpt3-13b-cut":
         data["model"] = {"preset": "gpt3-13b", "num_layers": 4}
     elif model == "llama2-70b-cut":

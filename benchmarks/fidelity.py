@@ -1,0 +1,189 @@
+"""Predicted vs published *measured* iteration times of Megatron-LM training runs: every row's error
+and the mean absolute percentage error (MAPE).
+
+    python benchmarks/fidelity.py [--runs benchmarks/fidelity_runs.yaml] [--max-gpus N] [--only ID ...]
+                                  [--approximate] [--keep DIR]
+
+Each row of the runs file (data with its source, see that file) becomes a spec that goes through the
+pipeline as a library (spec → run directory → embedded backend), with every default as shipped:
+nothing here is tuned to a row. A row that names a spec field this version does not know yet
+(`parallelism.virtual_stages`, `parallelism.overlap_grad_reduce`, `parallelism.overlap_param_gather`
+arrive with the interleaved-schedule and communication-model work) is skipped and listed, unless the
+value it asks for is what this version does anyway (1F1B without virtual stages, gradient reduction
+overlapped with the backward, parameter gather after the step) or the field cannot matter (overlap
+flags with dp = 1). `--approximate` runs such rows without the unknown fields and reports them apart,
+never inside the MAPE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = Path(__file__).with_name("fidelity_runs.yaml")
+# What this version does where a newer field is absent: the row's value must equal it to run exactly.
+CURRENT_BEHAVIOUR = {"virtual_stages": 1, "overlap_grad_reduce": True, "overlap_param_gather": False}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    row_id: str
+    gpus: int
+    measured_s: float
+    predicted_s: float | None
+    status: str  # "ok" | "approx" | "skipped" | "failed"
+    detail: str = ""
+    compute_s: float | None = None  # of the busiest rank
+    exposed_comm_s: float | None = None
+
+    @property
+    def error(self) -> float | None:
+        if self.predicted_s is None:
+            return None
+        return (self.predicted_s - self.measured_s) / self.measured_s
+
+
+def spec_data(row: dict[str, Any], approximate: bool) -> tuple[dict[str, Any] | None, list[str]]:
+    """The spec for a row, or None with the fields this version lacks (kept out unless `approximate`)."""
+    from astra_hetero.spec.schema import ParallelismSpec
+
+    parallelism = dict(row["parallelism"])
+    unknown = []
+    for key in [k for k in parallelism if k not in ParallelismSpec.model_fields]:
+        value = parallelism.pop(key)
+        irrelevant = key.startswith("overlap_") and parallelism.get("dp", 1) == 1
+        if CURRENT_BEHAVIOUR.get(key) != value and not irrelevant:
+            unknown.append(f"parallelism.{key}={value}")
+    if unknown and not approximate:
+        return None, unknown
+    model = {"num_kv_heads": row["model"]["num_heads"], **row["model"]}
+    cluster = row["cluster"]
+    group = {
+        "name": "nodes",
+        "count": cluster["nodes"],
+        "gpus_per_node": cluster["gpus_per_node"],
+        "gpu": cluster["gpu"],
+        "intra_node_fabric": cluster["intra_node_fabric"],
+        "nic": {"gbps": cluster["nic_gbps"], "count": cluster["nics_per_node"]},
+    }
+    topology = "rail_optimized" if cluster["nodes"] > 1 else "single_switch"
+    return {
+        "name": row["id"],
+        "model": model,
+        "cluster": {"node_groups": [group]},
+        "network": {"topology": topology},
+        "parallelism": parallelism,
+        "compute": row.get("compute", {}),
+    }, unknown
+
+
+def predict(data: dict[str, Any], workdir: Path) -> tuple[float, float, float]:
+    """(iteration, compute, exposed communication) in seconds, the latter two of the busiest rank."""
+    from astra_hetero.pipeline import build_run_dir, execute
+    from astra_hetero.spec import parse_spec
+
+    run_dir = build_run_dir(parse_spec(data), workdir / data["name"])
+    result = execute(run_dir.root, backend="embedded", timeline="none")
+    busiest = max(result.ranks, key=lambda r: r.compute_us)
+    return result.iteration_time_us / 1e6, busiest.compute_us / 1e6, busiest.exposed_comm_us / 1e6
+
+
+def evaluate(row: dict[str, Any], workdir: Path, approximate: bool) -> Outcome:
+    from astra_hetero.errors import AstraHeteroError
+
+    gpus = row["cluster"]["nodes"] * row["cluster"]["gpus_per_node"]
+    measured = float(row["measured"]["iteration_time_s"])
+    data, unknown = spec_data(row, approximate)
+    if data is None:
+        return Outcome(row["id"], gpus, measured, None, "skipped", "needs " + ", ".join(unknown))
+    try:
+        predicted, compute, comm = predict(data, workdir)
+    except AstraHeteroError as exc:
+        return Outcome(row["id"], gpus, measured, None, "failed", str(exc))
+    status = "approx" if unknown else "ok"
+    detail = ("without " + ", ".join(unknown)) if unknown else ""
+    return Outcome(row["id"], gpus, measured, predicted, status, detail, compute, comm)
+
+
+def mape(outcomes: list[Outcome]) -> float | None:
+    errors = [abs(o.error) for o in outcomes if o.error is not None]
+    return 100 * sum(errors) / len(errors) if errors else None
+
+
+def report(outcomes: list[Outcome]) -> str:
+    header = f"{'row':26} {'GPUs':>5} {'measured s':>10} {'predicted s':>11} {'error':>7}"
+    lines = [header + f" {'compute':>8} {'comm':>7}  status (compute, comm: busiest rank, s)"]
+    for o in outcomes:
+        cells = [f"{o.row_id:26}", f"{o.gpus:5d}", f"{o.measured_s:10.3f}"]
+        cells.append(f"{o.predicted_s:11.3f}" if o.predicted_s is not None else f"{'-':>11}")
+        cells.append(f"{100 * o.error:+6.1f}%" if o.error is not None else f"{'-':>7}")
+        cells.append(f"{o.compute_s:8.3f}" if o.compute_s is not None else f"{'-':>8}")
+        cells.append(f"{o.exposed_comm_s:7.3f}" if o.exposed_comm_s is not None else f"{'-':>7}")
+        lines.append((" ".join(cells) + f"  {o.status} {o.detail}").rstrip())
+    exact = [o for o in outcomes if o.status == "ok"]
+    approx = [o for o in outcomes if o.status == "approx"]
+    value = mape(exact)
+    lines.append(
+        f"MAPE {value:.1f}% over {len(exact)} row(s): {', '.join(o.row_id for o in exact)}"
+        if value is not None
+        else "MAPE: no row could be evaluated exactly"
+    )
+    if approx:
+        lines.append(f"(approximate rows, not in the MAPE: MAPE {mape(approx):.1f}% over {len(approx)})")
+    skipped = [o.row_id for o in outcomes if o.status in ("skipped", "failed")]
+    if skipped:
+        lines.append(f"not evaluated: {', '.join(skipped)}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=Path, default=RUNS, help="runs file (default: fidelity_runs.yaml)")
+    parser.add_argument(
+        "--max-gpus",
+        type=int,
+        default=64,
+        help="skip rows with more GPUs than this (default 64; 512 runs all)",
+    )
+    parser.add_argument("--only", nargs="+", metavar="ID", help="evaluate only these rows")
+    parser.add_argument("--approximate", action="store_true", help="run rows without fields unknown here")
+    parser.add_argument("--keep", type=Path, help="keep the run directories here")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    rows = yaml.safe_load(args.runs.read_text())["runs"]
+    rows = [r for r in rows if not args.only or r["id"] in args.only]
+    outcomes = []
+    with tempfile.TemporaryDirectory(prefix="fidelity-") as tmp:
+        workdir = args.keep or Path(tmp)
+        for row in rows:
+            gpus = row["cluster"]["nodes"] * row["cluster"]["gpus_per_node"]
+            if gpus > args.max_gpus:
+                outcomes.append(
+                    Outcome(
+                        row["id"],
+                        gpus,
+                        row["measured"]["iteration_time_s"],
+                        None,
+                        "skipped",
+                        f"more than --max-gpus {args.max_gpus}",
+                    )
+                )
+                continue
+            start = time.perf_counter()
+            outcome = evaluate(row, workdir, args.approximate)
+            print(f"  {row['id']}: {outcome.status} ({time.perf_counter() - start:.1f} s)", file=sys.stderr)
+            outcomes.append(outcome)
+    print(report(outcomes))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

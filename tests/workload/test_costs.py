@@ -1,0 +1,160 @@
+"""The operator model: fused attention's FLOPs and bytes in closed form, the unfused formulation, and
+the work Megatron does outside the layers (embedding, LM head, loss, optimizer)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from astra_hetero.spec import parse_spec
+from astra_hetero.spec.schema import GpuSpec
+from astra_hetero.workload.attention import attention_backward, attention_forward, fused_attention
+from astra_hetero.workload.blocks import optimizer_cost
+from astra_hetero.workload.costs import (
+    Collective,
+    Op,
+    embedding_backward,
+    head_backward,
+    head_forward,
+    layer_backward,
+    layer_forward,
+    operator_names,
+)
+from astra_hetero.workload.memory import activation_bytes_per_layer
+from astra_hetero.workload.ops import Shape
+from astra_hetero.workload.timing import DeviceCostModel, OperatorModel, attention_efficiency
+from tests.conftest import make_spec_data
+
+X = Shape(b=2, s=2048, h=4096, a=32, kv=8, f=11008, v=32000, t=4, sp=True, swiglu=True)
+
+
+def ops(steps) -> list[Op]:
+    return [s for s in steps if isinstance(s, Op)]
+
+
+def test_fused_attention_flops_count_the_causal_pairs():
+    heads, d = X.a // X.t, X.d
+    pairs = X.s * (X.s + 1) // 2
+    forward = fused_attention(X, "fwd")
+    assert forward.flops == 4 * X.b * heads * d * pairs  # Q·Kᵀ and P·V over the causal pairs
+    assert fused_attention(X, "bwd").flops == pytest.approx(
+        2.5 * forward.flops
+    )  # five products: S again, dP, dV, dQ, dK
+
+
+def test_fused_attention_bytes_are_its_inputs_and_outputs_only():
+    heads, kv, d = X.a // X.t, X.kv // X.t, X.d
+    row = X.b * X.s * d * 2
+    lse = X.b * heads * X.s * 4
+    assert fused_attention(X, "fwd").bytes == row * (2 * heads + 2 * kv) + lse  # read Q, K, V; write O, LSE
+    backward = row * (4 * heads + 4 * kv) + 3 * lse + 2 * X.b * X.s * d * heads * 4
+    assert fused_attention(X, "bwd").bytes == backward
+    # No score matrix: doubling the sequence doubles the bytes (the unfused bytes grow fourfold).
+    longer = replace(X, s=2 * X.s)
+    assert fused_attention(longer, "fwd").bytes == pytest.approx(2 * fused_attention(X, "fwd").bytes)
+
+
+def test_unfused_attention_materialises_every_score():
+    x = replace(X, fused_attention=False)
+    forward = ops(attention_forward(x))
+    assert [op.name for op in forward] == ["attn_score", "softmax", "attn_dropout", "attn_context"]
+    scores = x.b * (x.a // x.t) * x.s * x.s
+    assert sum(op.flops for op in forward if op.kind == "gemm") == 4 * scores * x.d  # full s², mask included
+    assert {op.name: op.bytes for op in forward if op.kind == "memory"} == {
+        "softmax": 4 * scores,  # read scores, write probabilities (BF16)
+        "attn_dropout": 5 * scores,  # read, write, 1-byte mask
+    }
+    fused = fused_attention(X, "fwd").flops
+    assert fused == pytest.approx(0.5 * sum(op.flops for op in forward if op.kind == "gemm"), rel=1e-3)
+
+
+def test_selective_recompute_adds_one_forward_of_the_core_attention():
+    for fused in (True, False):
+        x = replace(X, fused_attention=fused)
+        plain = sum(op.flops for op in attention_backward(x, False))
+        again = sum(op.flops for op in attention_backward(x, True))
+        assert again - plain == pytest.approx(sum(op.flops for op in attention_forward(x)))
+
+
+def test_fused_attention_efficiency_rises_with_sequence_and_matches_its_source():
+    gpu = GpuSpec.model_validate({"preset": "h100-sxm"})
+    curve = [attention_efficiency(gpu, "fwd", s) for s in (512, 1024, 2048, 4096, 8192, 16384)]
+    assert curve == sorted(curve) and curve[-1] == pytest.approx(gpu.attention_fwd_efficiency)
+    # The published curve it is fitted to: 315 … 539 TFLOP/s (FlashAttention-3 paper, cuDNN causal).
+    measured = [315, 410, 484, 518, 529, 539]
+    for model, tflops in zip(curve, measured, strict=True):
+        assert model * gpu.bf16_tflops == pytest.approx(tflops, rel=0.05)
+    assert attention_efficiency(gpu, "bwd", 2048) < attention_efficiency(gpu, "fwd", 2048)
+    assert attention_efficiency(gpu, "fwd", 10**9) <= 1.0
+
+
+def test_fused_attention_stores_no_scores():
+    def activations(attention, recompute="none", seq_len=2048):
+        data = make_spec_data(compute={"attention": attention})
+        data["model"] = {**data["model"], "seq_len": seq_len}
+        data["parallelism"] = {**data["parallelism"], "recompute": recompute}
+        return activation_bytes_per_layer(parse_spec(data))
+
+    assert activations("fused") < activations("unfused")
+    assert activations("unfused", "selective") == pytest.approx(activations("fused"), rel=0.01)
+    # Per token, unfused memory grows with the sequence (s² scores); fused memory does not.
+    assert activations("fused", seq_len=4096) == pytest.approx(2 * activations("fused"), rel=1e-9)
+    assert activations("unfused", seq_len=4096) > 2.2 * activations("unfused")
+
+
+def test_layer_collectives_mirror_between_forward_and_backward():
+    def kinds(steps):
+        return [s.kind for s in steps if isinstance(s, Collective)]
+
+    assert kinds(layer_forward(X)) == ["all_gather", "reduce_scatter"] * 2
+    assert kinds(layer_backward(X, "none")) == ["all_gather", "reduce_scatter"] * 2
+    no_sp = replace(X, sp=False)
+    assert kinds(layer_forward(no_sp)) == ["all_reduce"] * 2
+    assert kinds(layer_backward(no_sp, "none")) == ["all_reduce"] * 2
+    assert kinds(layer_forward(replace(X, t=1))) == []
+
+
+def test_head_runs_the_lm_head_gemm_and_a_vocab_parallel_loss():
+    forward = head_forward(X)
+    lm_head = next(s for s in forward if isinstance(s, Op) and s.name == "lm_head")
+    assert (lm_head.gemms[0].m, lm_head.gemms[0].n, lm_head.gemms[0].k) == (X.tokens, X.v // X.t, X.h)
+    logits = X.tokens * X.v // X.t
+    loss = sum(s.bytes for s in forward if isinstance(s, Op) and s.name.startswith("cross_entropy"))
+    assert loss == 38 * logits  # FP32 cast, max, shift, exp, sum, normalise
+    per_token = [s for s in forward if isinstance(s, Collective) and s.bytes == 4 * X.tokens]
+    assert len(per_token) == 3  # max logit, target logit, sum of exponentials across TP
+    backward = ops(head_backward(X))
+    assert [op.name for op in backward] == ["cross_entropy", "lm_head", "final_norm"]
+    assert backward[1].flops == 2 * lm_head.flops
+
+
+def test_embedding_gradient_touches_the_whole_vocabulary_shard():
+    grad = next(s for s in embedding_backward(X) if isinstance(s, Op) and s.name == "embedding_grad")
+    assert grad.bytes == 12 * (X.v / X.t) * X.h + 10 * X.tokens * X.h
+
+
+def test_optimizer_step_is_memory_bound_over_the_updated_shard_and_zeroes_all_gradients():
+    cost = DeviceCostModel(GpuSpec.model_validate({"preset": "a100-80"}))
+    optimizer = optimizer_cost(cost, X)
+    bandwidth = cost.model.rates.bytes_per_ns
+    params = 1e9
+    whole, sharded = optimizer.segment(params, 1), optimizer.segment(params, 8)
+    assert whole.bytes == pytest.approx(34 * params + 4 * params)  # Adam 30 B + grad norm 4 B; zeroing 4 B
+    assert sharded.bytes == pytest.approx(34 * params / 8 + 4 * params)
+    assert whole.time_ns == pytest.approx(optimizer.fixed_ns + whole.bytes / bandwidth)
+    assert sharded.time_ns == pytest.approx(optimizer.fixed_ns + sharded.bytes / bandwidth)
+
+
+def test_operator_names_cover_every_formulation():
+    names = operator_names()
+    assert {"attention", "attn_score", "softmax", "qkv_proj", "mlp_gate_up", "mlp_up"} <= names["fwd"]
+    assert {"recompute_attention", "recompute_attn_score", "embedding_grad", "lm_head"} <= names["bwd"]
+    assert names["step"] == {"optimizer_step", "grad_norm", "zero_grad"}
+
+
+def test_operator_model_times_memory_kernels_at_achievable_bandwidth_plus_fixed_costs():
+    model = OperatorModel(GpuSpec.model_validate({"preset": "h100-sxm"}))
+    norm = ops(layer_forward(X))[0]
+    expected = norm.kernels * model.rates.kernel_ns + norm.bytes / (3.35e3 * 0.90)
+    assert model.time_ns(norm) == pytest.approx(expected)
