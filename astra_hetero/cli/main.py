@@ -1,44 +1,117 @@
 """`astra-hetero` entry point: parse, dispatch to one subcommand module, map errors to exit codes.
 
-Exit codes: 0 success, 1 a run failed (backend error, deadlock), 2 bad input (spec, run directory).
+Exit codes: 0 success, 1 a run failed (backend error, deadlock, or a bug), 2 bad input (spec, run
+directory, command line), 130 interrupted. Every failure ends as one line on stderr; `--debug` (or
+ASTRA_HETERO_DEBUG=1) adds the traceback of an unexpected error.
+
+Only the standard library is imported at module level, and everything else (the subcommands, and with
+them pydantic, numpy, ...) inside `main`, so that Ctrl-C during start-up is handled like any other.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
+import traceback
 from importlib import import_module
+from typing import Any
 
-from astra_hetero import __version__
 from astra_hetero.errors import AstraHeteroError
 
 # Each module defines `register(subparsers) -> None`, which sets `func(args) -> int` as a default.
 SUBCOMMANDS = ("generate", "topology", "build", "run", "report", "sweep")
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from astra_hetero import __version__
+
     parser = argparse.ArgumentParser(
         prog="astra-hetero",
         description="Heterogeneity-aware LLM-training simulation on ASTRA-sim and ns-3.",
     )
     parser.add_argument("--version", action="version", version=f"astra-hetero {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in SUBCOMMANDS:
         import_module(f"astra_hetero.cli.{name}").register(subparsers)
+    for subparser in subparsers.choices.values():  # --debug also after the subcommand
+        subparser.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+        )
     return parser
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised like KeyboardInterrupt so that staging directories and child processes are
+    cleaned up on the way out."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in argv or os.environ.get("ASTRA_HETERO_DEBUG", "") not in ("", "0")
+    previous = _install(signal.SIGTERM, _terminate)
     try:
+        args = build_parser().parse_args(argv)
         return int(args.func(args))
-    except AstraHeteroError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        _say("interrupted")
+        return EXIT_INTERRUPTED
+    except Terminated:
+        _say("terminated")
+        return EXIT_TERMINATED
+    except SystemExit as exc:  # argparse: usage errors (2), --help and --version (0)
+        return exc.code if isinstance(exc.code, int) else 1
+    except AstraHeteroError as exc:
+        _say(f"error: {exc}")
+        return exc.exit_code
+    except BrokenPipeError:  # output piped into a command that stopped reading (e.g. `| head`)
+        _quiet_stdout()
+        return 1
+    except Exception as exc:  # the one place that turns any other failure into one line
+        if debug:
+            traceback.print_exc()
+        hint = "" if debug else "; run with --debug for the traceback"
+        _say(f"error: unexpected {type(exc).__name__}: {_one_line(str(exc))} (a bug{hint})")
+        return 1
+    finally:
+        _install(signal.SIGTERM, previous)
+
+
+def _install(signum: int, handler: Any) -> Any:
+    """Set a signal handler where Python allows it (the main thread); return the previous one."""
+    if handler is None or threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signum, handler)
+
+
+def _one_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[0][:500] if lines else "(no message)"
+
+
+def _say(text: str) -> None:
+    try:
+        print(text, file=sys.stderr)
+    except (OSError, ValueError):
+        pass
+
+
+def _quiet_stdout() -> None:
+    # Python would report the broken pipe again when it flushes stdout at exit.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

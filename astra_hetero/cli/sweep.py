@@ -6,8 +6,16 @@ import argparse
 from pathlib import Path
 
 from astra_hetero.backends.base import backend_names
+from astra_hetero.cli.options import (
+    add_force_argument,
+    add_limit_arguments,
+    limits_from,
+    positive_int,
+    positive_seconds,
+)
 from astra_hetero.cli.run import backend_options
 from astra_hetero.sweep import PointOutcome, load_sweep, run_sweep
+from astra_hetero.sweep.plan import MAX_POINTS
 from astra_hetero.sweep.run import CSV_NAME, first_line
 
 
@@ -18,7 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="directory for the points and sweep.csv")
     parser.add_argument("--backend", choices=backend_names(),
                         help="simulator for every point (default: the sweep file's, else embedded)")
-    parser.add_argument("--jobs", "-j", type=int, default=1, help="points run in parallel (local processes)")
+    parser.add_argument("--jobs", "-j", type=positive_int, default=1,
+                        help="points run in parallel (local processes)")
     parser.add_argument("--ray", metavar="ADDRESS",
                         help="run the points as tasks on this Ray cluster ('auto', 'ray://host:10001'); "
                              "OUT_DIR must be visible to every node")
@@ -26,9 +35,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--bin-dir", help="directory holding the ASTRA-sim binaries "
                                           "(else $ASTRA_SIM_BIN_DIR, PATH)")
     parser.add_argument("--docker", metavar="IMAGE", help="run the ASTRA-sim binary inside this Docker image")
-    parser.add_argument("--timeout", type=float, metavar="SECONDS",
+    parser.add_argument("--timeout", type=positive_seconds, metavar="SECONDS",
                         help="per point (default: the sweep file's)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--max-points", type=positive_int, default=MAX_POINTS, metavar="N",
+                        help=f"most points a sweep may have (default {MAX_POINTS:,})")
+    add_force_argument(parser)
+    add_limit_arguments(parser)
     parser.set_defaults(func=sweep)
 
 
@@ -37,7 +50,7 @@ def sweep(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    plan = load_sweep(args.sweep_file)
+    plan = load_sweep(args.sweep_file, args.max_points)
     args.backend = args.backend or plan.backend or "embedded"
     args.timeout = args.timeout if args.timeout is not None else plan.timeout_s
     console = Console()
@@ -51,7 +64,7 @@ def sweep(args: argparse.Namespace) -> int:
             bar.advance(task)
 
         outcomes = run_sweep(plan, args.output, args.backend, backend_options(args), jobs=args.jobs,
-                             ray_address=args.ray, on_done=done)
+                             ray_address=args.ray, on_done=done, limits=limits_from(args), force=args.force)
     table = Table(title=f"{plan.name}: {len(plan.points)} points, backend {args.backend}")
     for column in ("point", "status", "iteration (ms)", "mean idle (ms)", "error"):
         table.add_column(column, justify="right" if "ms" in column else "left")

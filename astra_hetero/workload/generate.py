@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from astra_hetero import rundir
 from astra_hetero.chakra_io import write_trace
 from astra_hetero.spec.schema import Spec
@@ -241,5 +239,5 @@ def write_workload(spec: Spec, staging: Path, progress: Progress | None = None) 
         write_trace(staging / f"{rundir.WORKLOAD_PREFIX}.{rank}.et", [data])
     (staging / rundir.COMM_GROUPS).write_text(json.dumps({g.id: list(g.ranks) for g in plan.groups}) + "\n")
     (staging / rundir.MANIFEST).write_text(json.dumps(manifest(plan), indent=1) + "\n")
-    (staging / rundir.SPEC).write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
+    rundir.write_spec(staging, spec.model_dump(mode="json"))
     return plan
