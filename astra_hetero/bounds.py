@@ -139,16 +139,6 @@ def check_work(
     """The estimate, or WorkTooLarge naming the field and the limit to raise."""
     work = estimate_work(spec)
     par = spec.parallelism
-    if work.ranks > MAX_TAG:
-        raise WorkTooLarge("cluster.node_groups", f"{work.ranks:,} GPUs: Chakra numbers ranks as int32")
-    if (par.pp - 1) * 2 * MAX_MICRO_BATCHES > MAX_TAG:
-        raise WorkTooLarge("parallelism.pp", f"pp={par.pp}: pipeline message tags allow at most 1,000 stages")
-    if _most_micro_batches(spec, work.micro_batches) >= MAX_MICRO_BATCHES:
-        raise WorkTooLarge(
-            "parallelism.global_batch_size",
-            f"{work.micro_batches:,} micro-batches over dp={par.dp} replicas: pipeline message tags "
-            f"number fewer than {MAX_MICRO_BATCHES:,} micro-batches per replica",
-        )
     if workload and work.trace_nodes > limits.max_nodes:
         field = (
             "parallelism.global_batch_size"
@@ -176,6 +166,16 @@ def check_work(
             f"the collectives would make about {_count(work.flows)} network transfers "
             f"(tp {par.tp}, dp {par.dp}, {work.micro_batches:,} micro-batches), more than "
             f"--max-flows {limits.max_flows:,}; make the run smaller or raise the limit",
+        )
+    if work.ranks > MAX_TAG:
+        raise WorkTooLarge("cluster.node_groups", f"{work.ranks:,} GPUs: Chakra numbers ranks as int32")
+    if (par.pp - 1) * 2 * MAX_MICRO_BATCHES > MAX_TAG:
+        raise WorkTooLarge("parallelism.pp", f"pp={par.pp}: pipeline message tags allow at most 1,000 stages")
+    if _most_micro_batches(spec, work.micro_batches) >= MAX_MICRO_BATCHES:
+        raise WorkTooLarge(
+            "parallelism.global_batch_size",
+            f"{work.micro_batches:,} micro-batches over dp={par.dp} replicas: pipeline message tags "
+            f"number fewer than {MAX_MICRO_BATCHES:,} micro-batches per replica",
         )
     return work
 

@@ -145,23 +145,34 @@ def _is_leftover(entry: str) -> bool:
 
 @contextmanager
 def publish_output(
-    root: Path, known_parts: dict[str, tuple[str, ...]], *, force: bool = False, what: str = "output"
+    root: Path,
+    known_parts: dict[str, tuple[str, ...]],
+    *,
+    force: bool = False,
+    what: str = "output",
+    foreign_ok: bool = False,
 ) -> Iterator[OutputStaging]:
     """Assemble a new state of `root` and publish it whole (see the module docstring).
 
-    `known_parts`: the entries each part has in directories written before the marker, and the
-    names a directory that is not ours must not hold unless `force` is given.
+    `known_parts`: the entries each part has in directories written before the marker. An existing,
+    non-empty directory that is not ours is written into only with `force`, or, with `foreign_ok`
+    (running a plain ASTRA-sim input directory), as long as none of these names is in it.
     """
     known = {entry for entries in known_parts.values() for entry in entries}
     with staged(root) as staging:
         previous = staging.previous
-        if previous is not None and not force and not is_ours(previous):
-            clashes = sorted(set(staging.previous_entries()) & (known | {MARKER}))
-            if clashes:
+        entries = set(staging.previous_entries())
+        if previous is not None and entries and not force and not is_ours(previous):
+            clashes = sorted(entries & (known | {MARKER}))
+            if clashes or not foreign_ok:
+                holds = (
+                    f"it holds {', '.join(clashes)}, which would be replaced"
+                    if clashes
+                    else "it is not empty"
+                )
                 raise RunDirError(
-                    f"{previous}: not an astra-hetero {what} (no {MARKER}), and it holds "
-                    f"{', '.join(clashes)}, which would be replaced; choose another directory or "
-                    "pass --force"
+                    f"{previous}: not an astra-hetero {what} (no {MARKER}) and {holds}; choose another "
+                    "directory or pass --force"
                 )
         output = OutputStaging(staging, known_parts)
         try:

@@ -53,9 +53,11 @@ def topology_inputs(spec: Spec) -> str:
 
 
 @contextmanager
-def run_dir_staging(out: Path, force: bool = False) -> Iterator[OutputStaging]:
+def run_dir_staging(out: Path, force: bool = False, foreign_ok: bool = False) -> Iterator[OutputStaging]:
     """A new state of the run directory `out`, published whole when the block ends without error."""
-    with publish_output(Path(out), RUN_PARTS, force=force, what="run directory") as run:
+    with publish_output(
+        Path(out), RUN_PARTS, force=force, what="run directory", foreign_ok=foreign_ok
+    ) as run:
         yield run
 
 
@@ -155,7 +157,7 @@ def execute(
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir}: no such run directory")
-    with run_dir_staging(run_dir, force) as run:
+    with run_dir_staging(run_dir, force, foreign_ok=True) as run:
         workload, topology = run.old_inputs("workload"), run.old_inputs("topology")
         if workload and topology and workload != topology:
             raise RunDirError(

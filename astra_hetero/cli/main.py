@@ -10,16 +10,17 @@ them pydantic, numpy, ...) inside `main`, so that Ctrl-C during start-up is hand
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
 import threading
-import traceback
-from importlib import import_module
-from typing import Any
 
 from astra_hetero.errors import AstraHeteroError
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing alone widens the start-up window
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
 
 # Each module defines `register(subparsers) -> None`, which sets `func(args) -> int` as a default.
 SUBCOMMANDS = ("generate", "topology", "build", "run", "report", "sweep")
@@ -28,6 +29,9 @@ EXIT_TERMINATED = 143
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+    from importlib import import_module
+
     from astra_hetero import __version__
 
     parser = argparse.ArgumentParser(
@@ -51,23 +55,33 @@ class Terminated(BaseException):
     cleaned up on the way out."""
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise Terminated
-
-
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; return its exit code. Called with `argv=None` it is the process's entry point
+    and, after an interrupt, ends the process itself (see `_end_interrupted`)."""
+    as_process = argv is None
     argv = sys.argv[1:] if argv is None else argv
     debug = "--debug" in argv or os.environ.get("ASTRA_HETERO_DEBUG", "") not in ("", "0")
-    previous = _install(signal.SIGTERM, _terminate)
+    signals: list[int] = []  # what arrived: a library may wrap the KeyboardInterrupt it raised
+
+    def on_signal(signum: int, frame: object) -> None:
+        signals.append(signum)
+        raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
+
+    previous = {sig: _install(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code = _run(argv, debug, signals)
+    finally:
+        for sig, handler in previous.items():
+            _install(sig, handler)
+    if as_process and code in (EXIT_INTERRUPTED, EXIT_TERMINATED):
+        _end_interrupted(code)
+    return code
+
+
+def _run(argv: list[str], debug: bool, signals: list[int]) -> int:
     try:
         args = build_parser().parse_args(argv)
         return int(args.func(args))
-    except KeyboardInterrupt:
-        _say("interrupted")
-        return EXIT_INTERRUPTED
-    except Terminated:
-        _say("terminated")
-        return EXIT_TERMINATED
     except SystemExit as exc:  # argparse: usage errors (2), --help and --version (0)
         return exc.code if isinstance(exc.code, int) else 1
     except AstraHeteroError as exc:
@@ -76,14 +90,30 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into a command that stopped reading (e.g. `| head`)
         _quiet_stdout()
         return 1
-    except Exception as exc:  # the one place that turns any other failure into one line
+    except (Exception, KeyboardInterrupt, Terminated) as exc:
+        if signals or isinstance(exc, KeyboardInterrupt | Terminated):
+            terminated = isinstance(exc, Terminated) or signal.SIGTERM in signals
+            _say("terminated" if terminated else "interrupted")
+            return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
         if debug:
+            import traceback
+
             traceback.print_exc()
         hint = "" if debug else "; run with --debug for the traceback"
         _say(f"error: unexpected {type(exc).__name__}: {_one_line(str(exc))} (a bug{hint})")
         return 1
-    finally:
-        _install(signal.SIGTERM, previous)
+
+
+def _end_interrupted(code: int) -> None:
+    """Exit now with `code`. CPython ends a process whose KeyboardInterrupt passed through certain
+    C code by re-raising SIGINT at exit (status -2) even though it was handled, and threads a library
+    left behind could hold the exit up; neither should decide how an interrupted run ends."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def _install(signum: int, handler: Any) -> Any:

@@ -9,18 +9,21 @@ rejected where it is read, with the field's path, instead of turning into a zero
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
 
-def _not_bool(value: Any) -> Any:
+def _plain_number(value: Any) -> Any:
     if isinstance(value, bool):
         raise ValueError("expected a number, not true/false")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"must be a finite number, not {value}")
     return value
 
 
-_NUMBER = BeforeValidator(_not_bool)
+_NUMBER = BeforeValidator(_plain_number)
 
 
 def real(low: float, high: float, *, low_open: bool = False) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 
 from astra_hetero import rundir
 from astra_hetero.chakra_io import write_trace
+from astra_hetero.errors import InfeasiblePlan
 from astra_hetero.spec.schema import Spec
 from astra_hetero.workload.blocks import DeviceBlocks, device_blocks
 from astra_hetero.workload.costs import (
@@ -167,9 +169,10 @@ def class_graph(plan: WorkloadPlan, ctx: RankContext) -> RankGraph:
 def encoded_traces(plan: WorkloadPlan, progress: Progress | None = None) -> Iterator[tuple[int, bytes]]:
     """(rank, trace bytes) for every rank, after checking the whole workload's invariants."""
     classes: dict[RankContext, tuple[ClassEncoder, ClassSummary]] = {}
-    for ctx in plan.contexts:
+    for rank, ctx in enumerate(plan.contexts):
         if ctx not in classes:
             graph = class_graph(plan, ctx)
+            check_magnitudes(graph, plan.layout.devices[rank].group_index, rank)
             classes[ctx] = (ClassEncoder(graph), summarize(graph))
     check_bound(
         [(b, classes[c][1]) for b, c in zip(plan.bindings, plan.contexts, strict=True)],
@@ -179,6 +182,32 @@ def encoded_traces(plan: WorkloadPlan, progress: Progress | None = None) -> Iter
         yield binding.rank, classes[ctx][0].encode(binding)
         if progress:
             progress(1)
+
+
+# One rank computing for longer than this per iteration (about 116 days) means a GPU described far
+# too slow; Chakra's integer fields (int64) bound sizes and FLOP counts.
+MAX_RANK_COMPUTE_NS = 10**16
+MAX_FIELD = 2**62
+
+
+def check_magnitudes(graph: RankGraph, group_index: int, rank: int) -> None:
+    """InfeasiblePlan if the traces would carry times or sizes that are not finite or do not fit."""
+    total_ns = 0.0
+    for node in graph.nodes:
+        total_ns += node.time_ns
+        fits = 0 <= node.time_ns < math.inf and 0 <= node.flops < MAX_FIELD and 0 <= node.bytes < MAX_FIELD
+        if not fits:
+            raise InfeasiblePlan(
+                f"cluster.node_groups[{group_index}].gpu",
+                f"node {node.name!r} of rank {rank} gets time {node.time_ns} ns, {node.flops} FLOPs, "
+                f"{node.bytes} bytes: out of range for a trace (check the GPU's numbers and the model)",
+            )
+    if total_ns > MAX_RANK_COMPUTE_NS:
+        raise InfeasiblePlan(
+            f"cluster.node_groups[{group_index}].gpu",
+            f"rank {rank} would compute for {total_ns / 1e9 / 86400:.3g} days per iteration; the GPU's "
+            "numbers (bf16_tflops, hbm_tbps, efficiencies, compute_multiplier) are far too small",
+        )
 
 
 def manifest(plan: WorkloadPlan) -> dict[str, Any]:
