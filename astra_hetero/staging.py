@@ -123,16 +123,20 @@ def staged(root: Path) -> Iterator[Staging]:
     try:
         yield Staging(staging, root, root if root.is_dir() else None)
         os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private; an output directory is not
-        _swap_in(staging, root)
+        swap_in(staging, root)
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # after the swap, this is the old directory
 
 
-def _swap_in(staging: Path, root: Path) -> None:
+def swap_in(staging: Path, root: Path, exchange: Callable[[Path, Path], bool] | None = None) -> None:
+    """Put `staging` where `root` is; afterwards `staging` holds the old directory (if there was one).
+
+    `exchange` swaps two directories atomically, or returns False where it cannot (default: renameat2).
+    """
     if not root.exists():
         _rename(staging, root)
         return
-    if _exchange(staging, root):
+    if (exchange or exchange_paths)(staging, root):
         return
     aside = Path(
         tempfile.mkdtemp(prefix=f".{root.name}{OLD_TAG}{host_tag()}-{os.getpid()}-", dir=root.parent)
@@ -150,7 +154,7 @@ def _rename(source: Path, target: Path) -> None:
         raise RunDirError(f"{target}: cannot publish ({_reason(exc)})") from None
 
 
-def _exchange(a: Path, b: Path) -> bool:
+def exchange_paths(a: Path, b: Path) -> bool:
     """Atomically exchange two paths (Linux renameat2); False where the system cannot."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
