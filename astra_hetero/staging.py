@@ -113,19 +113,24 @@ def staged(root: Path) -> Iterator[Staging]:
     """Yield a Staging for `root` (see `output_target`); on success publish it, on any exception (or
     KeyboardInterrupt) remove it and leave `root` exactly as it was."""
     root = output_target(root)
+    staging: Path | None = None
     try:
-        root.parent.mkdir(parents=True, exist_ok=True)
-        clean_leftovers(root)
-        prefix = f".{root.name}{STAGING_TAG}{host_tag()}-{os.getpid()}-"
-        staging = Path(tempfile.mkdtemp(prefix=prefix, dir=root.parent))
-    except OSError as exc:
-        raise RunDirError(f"{root}: cannot prepare the output beside it ({_reason(exc)})") from None
-    try:
+        with _signals_held():  # no interrupt between creating the staging directory and knowing it
+            try:
+                root.parent.mkdir(parents=True, exist_ok=True)
+                clean_leftovers(root)
+                prefix = f".{root.name}{STAGING_TAG}{host_tag()}-{os.getpid()}-"
+                staging = Path(tempfile.mkdtemp(prefix=prefix, dir=root.parent))
+            except OSError as exc:
+                raise RunDirError(f"{root}: cannot prepare the output beside it ({_reason(exc)})") from None
         yield Staging(staging, root, root if root.is_dir() else None)
         os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private; an output directory is not
-        swap_in(staging, root)
+        with _signals_held():
+            swap_in(staging, root)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)  # after the swap, this is the old directory
+        if staging is not None:
+            with _signals_held():  # an interrupt takes effect once the staging (or old) directory is gone
+                shutil.rmtree(staging, ignore_errors=True)  # after the swap, this is the old directory
 
 
 def swap_in(staging: Path, root: Path, exchange: Callable[[Path, Path], bool] | None = None) -> None:
@@ -173,7 +178,8 @@ def exchange_paths(a: Path, b: Path) -> bool:
 
 @contextmanager
 def _signals_held() -> Iterator[None]:
-    """Defer SIGINT and SIGTERM over a few renames; re-deliver them afterwards (main thread only)."""
+    """Defer SIGINT and SIGTERM over renames and removals; re-deliver them afterwards to whatever
+    handler was there (main thread only: elsewhere Python cannot change handlers)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

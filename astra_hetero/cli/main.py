@@ -62,14 +62,16 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     debug = "--debug" in argv or os.environ.get("ASTRA_HETERO_DEBUG", "") not in ("", "0")
     signals: list[int] = []  # what arrived: a library may wrap the KeyboardInterrupt it raised
+    raising = [False]  # while modules are imported, a signal is only noted (see `_run`)
 
     def on_signal(signum: int, frame: object) -> None:
         signals.append(signum)
-        raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
+        if raising[0]:
+            raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
 
     previous = {sig: _install(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        code = _run(argv, debug, signals)
+        code = _run(argv, debug, signals, raising)
     finally:
         for sig, handler in previous.items():
             _install(sig, handler)
@@ -78,9 +80,15 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-def _run(argv: list[str], debug: bool, signals: list[int]) -> int:
+def _run(argv: list[str], debug: bool, signals: list[int], raising: list[bool]) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        # Importing the commands loads compiled extensions; one interrupted inside its initialisation
+        # can abort noisily (pydantic-core panics), so an interrupt there takes effect right after.
+        parser = build_parser()
+        raising[0] = True
+        if signals:
+            raise KeyboardInterrupt
+        args = parser.parse_args(argv)
         return int(args.func(args))
     except SystemExit as exc:  # argparse: usage errors (2), --help and --version (0)
         return exc.code if isinstance(exc.code, int) else 1
@@ -90,7 +98,7 @@ def _run(argv: list[str], debug: bool, signals: list[int]) -> int:
     except BrokenPipeError:  # output piped into a command that stopped reading (e.g. `| head`)
         _quiet_stdout()
         return 1
-    except (Exception, KeyboardInterrupt, Terminated) as exc:
+    except BaseException as exc:  # noqa: BLE001 - also what extensions raise outside Exception
         if signals or isinstance(exc, KeyboardInterrupt | Terminated):
             terminated = isinstance(exc, Terminated) or signal.SIGTERM in signals
             _say("terminated" if terminated else "interrupted")
