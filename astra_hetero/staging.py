@@ -200,16 +200,28 @@ _HELD = (signal.SIGINT, signal.SIGTERM)
 def clean_leftovers(root: Path) -> list[Path]:
     """Remove staging directories of `root` left by dead processes of this host; put back an old
     directory that a killed swap had moved aside. Returns what was removed or restored."""
-    done: list[Path] = []
     if not root.parent.is_dir():
-        return done
-    names = sorted(os.listdir(root.parent))
-    for tag in (OLD_TAG, STAGING_TAG):
-        prefix = f".{root.name}{tag}{host_tag()}-"
-        for entry in (root.parent / name for name in names if name.startswith(prefix)):
-            pid = _pid_of(entry.name.removeprefix(prefix))
+        return []
+    return _clean(
+        root.parent, [name for name in os.listdir(root.parent) if name.startswith(f".{root.name}.")]
+    )
+
+
+def clean_directory(parent: Path) -> list[Path]:
+    """`clean_leftovers` for every output directory in `parent` at once (one listing)."""
+    return _clean(parent, os.listdir(parent)) if parent.is_dir() else []
+
+
+def _clean(parent: Path, names: list[str]) -> list[Path]:
+    done: list[Path] = []
+    mine = f"{host_tag()}-"
+    for tag in (OLD_TAG, STAGING_TAG):  # old directories first: they are put back where they were
+        for name in sorted(names):
+            head, found, rest = name.partition(f"{tag}{mine}")
+            pid = _pid_of(rest) if found and head.startswith(".") else None
             if pid is None or _alive(pid):
                 continue
+            entry, root = parent / name, parent / head[1:]
             if tag == OLD_TAG and not root.exists():
                 os.replace(entry, root)  # the old directory, moved aside by a swap that was killed
             else:

@@ -13,13 +13,19 @@ from hypothesis import HealthCheck, settings
 # CI's two cores; `HYPOTHESIS_PROFILE=explore` searches more widely (and randomly) when hunting bugs.
 settings.register_profile(
     "ci",
+    max_examples=100,
     derandomize=True,
     deadline=None,
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-settings.register_profile("explore", max_examples=500, deadline=None)
+settings.register_profile("explore", max_examples=2000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def budget(examples: int) -> int:
+    """A property's example count under the CI profile, scaled with the loaded profile's."""
+    return max(1, examples * settings.default.max_examples // 100)
 
 TINY_MODEL: dict[str, Any] = {
     "num_layers": 8,

@@ -200,3 +200,23 @@ def test_a_report_does_not_take_over_a_foreign_directory(tmp_path, capsys):
     assert main(["report", str(out), "--no-plots", "-o", str(docs)]) == 2
     assert main(["report", str(out), "--no-plots", "-o", str(docs), "--force"]) == 0
     assert (docs / "thesis.tex").read_text() == "years of work" and (docs / "report.md").is_file()
+
+
+def test_a_symlinked_part_is_replaced_whole_and_its_target_left_alone(tmp_path):
+    out = tmp_path / "run"
+    build_run_dir(parse_spec(small_spec()), out)
+    shutil.move(out / "workload", tmp_path / "elsewhere")
+    before = snapshot(tmp_path / "elsewhere")
+    os.symlink(tmp_path / "elsewhere", out / "workload")
+    build_run_dir(parse_spec(small_spec(nic=100)), out)
+    assert not (out / "workload").is_symlink() and (out / "workload" / "workload.0.et").is_file()
+    assert snapshot(tmp_path / "elsewhere") == before
+
+
+def test_a_binary_manifest_is_a_clear_error(tmp_path):
+    out = tmp_path / "run"
+    build_run_dir(parse_spec(small_spec()), out)
+    (out / "manifest.json").write_bytes(b"\xff\xfe\x00secret")
+    with pytest.raises(RunDirError, match="not UTF-8") as caught:
+        execute(out)
+    assert "secret" not in str(caught.value)

@@ -14,6 +14,7 @@ from astra_hetero.errors import RunDirError
 from astra_hetero.staging import (
     OLD_TAG,
     STAGING_TAG,
+    clean_directory,
     clean_leftovers,
     exchange_paths,
     host_tag,
@@ -158,3 +159,13 @@ def test_output_targets(tmp_path):
     with staged(tmp_path / "alias") as staging:
         (staging.path / "c.txt").write_text("new")
     assert (tmp_path / "alias").is_symlink() and (tmp_path / "real" / "c.txt").is_file()
+
+
+def test_a_whole_directory_of_outputs_is_cleaned_in_one_pass(tmp_path):
+    pid = dead_pid()
+    for name in ("000-a", "001-b"):
+        (tmp_path / f".{name}{STAGING_TAG}{host_tag()}-{pid}-x").mkdir()
+    (tmp_path / f".002-c{OLD_TAG}{host_tag()}-{pid}-x").mkdir()
+    (tmp_path / "003-d").mkdir()
+    clean_directory(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["002-c", "003-d"]

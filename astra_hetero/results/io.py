@@ -9,8 +9,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from functools import cache
 from pathlib import Path
 from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
 
 from astra_hetero.errors import BackendFailed, RunDirError
 from astra_hetero.results.model import RunResult
@@ -55,32 +58,39 @@ def read_result(run_dir: Path) -> RunResult:
     if not path.is_file():
         raise RunDirError(f"{path}: missing (run `astra-hetero run` on this directory first)")
     try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise RunDirError(f"{path}: not a result file ({type(exc).__name__})") from None
-    result = _from_json(data, path)
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise RunDirError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    result = _from_json(raw, path)
     problem = time_problem(result)
     if problem:
         raise RunDirError(f"{path}: {problem} (times must be finite and non-negative)")
+    for i, rank in enumerate(result.ranks):
+        if rank.rank != i or min(rank.stage, rank.replica) < 0:
+            raise RunDirError(
+                f"{path}: ranks[{i}] describes rank {rank.rank}, stage {rank.stage}, "
+                f"replica {rank.replica}; ranks must be listed in order, from 0"
+            )
     _check_against_manifest(result, Path(run_dir), path)
     return result
 
 
-def _from_json(data: Any, path: Path) -> RunResult:
-    if not isinstance(data, dict) or not isinstance(data.get("ranks"), list) or not data["ranks"]:
-        raise RunDirError(f"{path}: not a result file (expected an object with a non-empty `ranks` list)")
+@cache
+def _adapter() -> TypeAdapter[RunResult]:
+    return TypeAdapter(RunResult)
+
+
+def _from_json(raw: bytes, path: Path) -> RunResult:
+    """The result in `raw`, every field of the right type (strictly: no "3" for 3, no true for 1)."""
     try:
-        result = RunResult.from_json(data)
-    except (TypeError, KeyError, ValueError, AttributeError):
-        fields = ", ".join(f.name for f in dataclasses.fields(RunResult))
-        raise RunDirError(f"{path}: not a result file (fields: {fields}; per rank: rank, gpu, …)") from None
-    for i, rank in enumerate(result.ranks):
-        for name in ("rank", "stage", "replica"):
-            value = getattr(rank, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise RunDirError(f"{path}: ranks[{i}].{name} must be a non-negative integer")
-        if rank.rank != i:
-            raise RunDirError(f"{path}: ranks[{i}] describes rank {rank.rank}; ranks must be listed in order")
+        result = _adapter().validate_json(raw, strict=True)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.get("loc", ())).lstrip(".")
+        reason = "not JSON" if error.get("type") == "json_invalid" else error.get("msg", "invalid")
+        raise RunDirError(f"{path}: not a result file ({where or 'the file'}: {reason})") from None
+    if not result.ranks:
+        raise RunDirError(f"{path}: not a result file (no ranks)")
     return result
 
 

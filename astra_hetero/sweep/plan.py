@@ -95,7 +95,8 @@ def plan_sweep(data: Any, directory: Path, max_points: int = MAX_POINTS) -> Swee
     if num_points > max_points:
         raise SpecError(
             "grid" if sweep.grid else "variants",
-            f"{num_points:,} points, more than --max-points {max_points:,}; split the sweep or raise the limit",
+            f"{num_points:,} points, more than --max-points {max_points:,}; split the sweep or raise "
+            "the limit",
         )
     base = _base_data(sweep.base, directory)
     if sweep.grid is not None:

@@ -21,6 +21,7 @@ from astra_hetero.bounds import WorkLimits
 from astra_hetero.errors import AstraHeteroError, BackendUnavailable, RunDirError
 from astra_hetero.results.model import RunResult
 from astra_hetero.rundir import write_text_atomic
+from astra_hetero.staging import clean_directory
 from astra_hetero.sweep.plan import Sweep, SweepPoint
 
 CSV_NAME = "sweep.csv"
@@ -77,7 +78,8 @@ def run_local(sweep: Sweep, out_dir: Path, backend: str, options: dict[str, Any]
         return outcomes
     # spawn: the parent runs a progress thread, and forking a threaded process is unsafe. Workers ignore
     # SIGINT: Ctrl-C reaches the whole process group, and the parent alone decides what happens.
-    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_sigint)
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_ignore_sigint)
     try:
         futures = {pool.submit(run_point, point, str(out_dir), backend, options, limits, force): point
                    for point in sweep.points}
@@ -90,7 +92,8 @@ def run_local(sweep: Sweep, out_dir: Path, backend: str, options: dict[str, Any]
             outcomes.append(outcome)
             on_done(outcome)
     except BaseException:
-        _stop(pool)  # interrupted: end the points in flight (their staging is cleaned on the next run)
+        _stop(pool)  # interrupted: end the points in flight, and remove what they were building
+        clean_directory(out_dir)
         raise
     pool.shutdown()
     return sorted(outcomes, key=lambda o: o.index)
@@ -148,7 +151,8 @@ def run_sweep(sweep: Sweep, out_dir: Path, backend: str, options: dict[str, Any]
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise RunDirError(f"{out_dir}: cannot be used as the sweep directory ({exc.strerror or exc})") from None
+        reason = exc.strerror or str(exc)
+        raise RunDirError(f"{out_dir}: cannot be used as the sweep directory ({reason})") from None
     options = {key: value for key, value in (options or {}).items() if value is not None}
     on_done = on_done or (lambda outcome: None)
     if ray_address:

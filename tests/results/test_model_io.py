@@ -14,8 +14,13 @@ from tests.results.builders import mixed_result
 
 
 def test_result_round_trips_through_json_text() -> None:
-    result = replace(mixed_result(), warnings=("rank 3: late",), exit_status=0, wall_time_s=1.25,
-                     meta={"spec": "tiny", "nested": {"a": [1, 2]}})
+    result = replace(
+        mixed_result(),
+        warnings=("rank 3: late",),
+        exit_status=0,
+        wall_time_s=1.25,
+        meta={"spec": "tiny", "nested": {"a": [1, 2]}},
+    )
     data = json.loads(json.dumps(result.to_json()))
     assert data["format"] == RESULT_FORMAT
     assert RunResult.from_json(data) == result
@@ -51,16 +56,25 @@ def result_data(**rank_changes) -> dict:
     [
         (result_data(compute_us=float("nan")), "ranks[0].compute_us = nan"),
         (result_data(idle_us=-5.0), "ranks[0].idle_us = -5.0"),
-        (result_data(finish_us="late"), "not a number"),
+        (result_data(finish_us="late"), "ranks[0].finish_us: Input should be a valid number"),
         (result_data(stage="first"), "ranks[0].stage"),
         (result_data(rank=3), "describes rank 3"),
         ({**mixed_result().to_json(), "iteration_time_us": float("inf")}, "iteration_time_us = inf"),
-        ({**mixed_result().to_json(), "ranks": []}, "non-empty `ranks`"),
+        ({**mixed_result().to_json(), "ranks": []}, "no ranks"),
         ({**mixed_result().to_json(), "ranks": [[1, 2]]}, "not a result file"),
         ([1, 2, 3], "not a result file"),
     ],
-    ids=["nan", "negative", "string-time", "string-stage", "order", "inf-iteration", "no-ranks", "list-rank",
-         "not-object"],
+    ids=[
+        "nan",
+        "negative",
+        "string-time",
+        "string-stage",
+        "order",
+        "inf-iteration",
+        "no-ranks",
+        "list-rank",
+        "not-object",
+    ],
 )
 def test_a_result_with_impossible_values_is_refused(tmp_path, data, says) -> None:
     (tmp_path / "result.json").write_text(json.dumps(data))
