@@ -30,7 +30,6 @@ from astra_hetero.staging import Staging, staged
 
 MARKER = ".astra-hetero.json"
 MARKER_FORMAT = "astra-hetero/output@1"
-MANIFEST_FORMAT_PREFIX = "astra-hetero/manifest"  # run directories written before the marker existed
 
 # The entries of each part of a run directory, for directories written before the marker recorded them.
 RUN_PARTS: dict[str, tuple[str, ...]] = {
@@ -56,17 +55,25 @@ def read_marker(directory: Path) -> dict[str, Any] | None:
 
 
 def is_ours(directory: Path) -> bool:
-    """Ours: it holds our marker, or the manifest of a run directory written before the marker existed."""
+    """Ours: it holds our marker, or the manifest of a run directory (or the report.json of a report)
+    written before the marker existed."""
     if read_marker(directory) is not None:
         return True
-    manifest = directory / rundir.MANIFEST
-    if manifest.is_file() and not manifest.is_symlink():
-        try:
-            data = json.loads(manifest.read_text())
-        except (OSError, ValueError):
-            return False
-        return isinstance(data, dict) and str(data.get("format", "")).startswith(MANIFEST_FORMAT_PREFIX)
-    return False
+    return any(_format_of(directory / name).startswith(prefix) for name, prefix in LEGACY_FORMATS.items())
+
+
+# Files whose `format` field identified our directories before the marker existed.
+LEGACY_FORMATS = {rundir.MANIFEST: "astra-hetero/manifest", "report.json": "astra-hetero/report"}
+
+
+def _format_of(path: Path) -> str:
+    if path.is_symlink() or not path.is_file():
+        return ""
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return ""
+    return str(data.get("format", "")) if isinstance(data, dict) else ""
 
 
 class OutputStaging:

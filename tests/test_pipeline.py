@@ -220,3 +220,16 @@ def test_a_binary_manifest_is_a_clear_error(tmp_path):
     with pytest.raises(RunDirError, match="not UTF-8") as caught:
         execute(out)
     assert "secret" not in str(caught.value)
+
+
+def test_directories_written_before_the_marker_are_still_ours(tmp_path):
+    out = tmp_path / "run"
+    run_spec(parse_spec(small_spec()), out)
+    (out / MARKER).unlink()  # as a run directory of an earlier version
+    execute(out)
+    report = out / "report"
+    assert main(["report", str(out), "--no-plots"]) == 0
+    (report / MARKER).unlink()
+    assert main(["report", str(out), "--no-plots"]) == 0
+    build_run_dir(parse_spec(small_spec(nic=10)), out)
+    assert (out / MARKER).is_file() and not (out / "result.json").exists() and not report.exists()

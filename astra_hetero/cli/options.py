@@ -26,34 +26,26 @@ def add_force_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# (option, WorkLimits field, what it bounds)
+LIMITS = (
+    ("--max-nodes", "max_nodes", "most trace nodes over all ranks"),
+    ("--max-links", "max_links", "most links in the cluster network"),
+    ("--max-flows", "max_flows", "most network transfers the collectives make"),
+)
+
+
 def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = WorkLimits()
     group = parser.add_argument_group("work limits (a larger spec is refused before any work is done)")
-    group.add_argument(
-        "--max-nodes",
-        type=positive_int,
-        default=defaults.max_nodes,
-        metavar="N",
-        help=f"most trace nodes over all ranks (default {defaults.max_nodes:,})",
-    )
-    group.add_argument(
-        "--max-links",
-        type=positive_int,
-        default=defaults.max_links,
-        metavar="N",
-        help=f"most links in the cluster network (default {defaults.max_links:,})",
-    )
-    group.add_argument(
-        "--max-flows",
-        type=positive_int,
-        default=defaults.max_flows,
-        metavar="N",
-        help=f"most network transfers the collectives make (default {defaults.max_flows:,})",
-    )
+    for flag, name, what in LIMITS:
+        default = getattr(defaults, name)
+        group.add_argument(
+            flag, type=positive_int, default=default, metavar="N", help=f"{what} (default {default:,})"
+        )
 
 
 def limits_from(args: argparse.Namespace) -> WorkLimits:
-    return WorkLimits(max_nodes=args.max_nodes, max_links=args.max_links, max_flows=args.max_flows)
+    return WorkLimits(**{name: getattr(args, name) for _, name, _ in LIMITS})
 
 
 def positive_int(text: str) -> int:
