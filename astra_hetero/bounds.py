@@ -68,15 +68,16 @@ def estimate_work(spec: Spec) -> WorkEstimate:
     if par.tp > 1:
         per_layer = NODES_PER_LAYER * (2 if par.sequence_parallel else 1)
         per_layer += per_layer // 2 if par.recompute == "full" else 0
+    chunks = _virtual_stages(spec)
     trace_nodes = (
         par.tp * micro_batches * layers * per_layer
-        + NODES_PER_MICRO_BATCH * par.tp * par.pp * micro_batches
+        + NODES_PER_MICRO_BATCH * par.tp * par.pp * chunks * micro_batches
         + NODES_PER_LAYER_ONCE * par.tp * par.dp * layers
         + NODES_PER_RANK * ranks
     )
     tp_flows = par.tp * micro_batches * layers * (per_layer // 2) * 2 * (par.tp - 1)
     dp_flows = (par.tp * par.dp * layers + 2 * ranks) * 2 * (par.dp - 1)
-    p2p_flows = 2 * par.tp * par.pp * micro_batches
+    p2p_flows = 2 * par.tp * par.pp * chunks * micro_batches
     network_nodes, network_links, links_field = _network_size(spec)
     return WorkEstimate(
         ranks,
@@ -169,8 +170,11 @@ def check_work(
         )
     if work.ranks > MAX_TAG:
         raise WorkTooLarge("cluster.node_groups", f"{work.ranks:,} GPUs: Chakra numbers ranks as int32")
-    if (par.pp - 1) * 2 * MAX_MICRO_BATCHES > MAX_TAG:
-        raise WorkTooLarge("parallelism.pp", f"pp={par.pp}: pipeline message tags allow at most 1,000 stages")
+    boundaries = par.pp * _virtual_stages(spec) - 1
+    if boundaries * 2 * MAX_MICRO_BATCHES > MAX_TAG:
+        raise WorkTooLarge(
+            "parallelism.pp", f"pp={par.pp}: pipeline message tags allow at most about 1,000 (virtual) stages"
+        )
     if _most_micro_batches(spec, work.micro_batches) >= MAX_MICRO_BATCHES:
         raise WorkTooLarge(
             "parallelism.global_batch_size",
@@ -178,6 +182,12 @@ def check_work(
             f"number fewer than {MAX_MICRO_BATCHES:,} micro-batches per replica",
         )
     return work
+
+
+def _virtual_stages(spec: Spec) -> int:
+    """Model chunks per pipeline stage: interleaved 1F1B sends across every chunk boundary. (The field
+    arrives with the interleaved schedule; a spec without it has one chunk per stage.)"""
+    return int(getattr(spec.parallelism, "virtual_stages", 1))
 
 
 def _most_micro_batches(spec: Spec, micro_batches: int) -> int:

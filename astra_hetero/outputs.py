@@ -197,12 +197,15 @@ def _relabel(value: Any, staging: Path, root: Path) -> Any:
 
 @contextmanager
 def publish(root: Path, *, force: bool = False, entries: tuple[str, ...] = ()) -> Iterator[Path]:
-    """Publish a whole directory of one part (e.g. a report): yield an empty staging directory.
+    """Publish a directory of outputs (a report, a plan, a study) in one step: yield an empty staging
+    directory; what is written there replaces the same names in `root`, and entries that a previous
+    publication wrote but this one did not are dropped. Everything else in `root` is kept, so `root`
+    may be a directory that also holds other things.
 
-    `entries`: names this kind of output holds, which a directory that is not ours must not hold
-    unless `force` is given.
+    `entries`: names this kind of output may hold; if `root` is not ours and already holds one of
+    them, it is replaced only with `force`.
     """
-    with publish_output(Path(root), {"output": entries}, force=force) as output:
+    with publish_output(Path(root), {"output": entries}, force=force, foreign_ok=True) as output:
         yield output.path
         written = sorted(e for e in os.listdir(output.path) if e != MARKER)
         output.parts["output"] = {"inputs": None, "entries": written}

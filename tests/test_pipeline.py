@@ -191,15 +191,31 @@ def test_reports_are_not_written_through_a_symlinked_default_place(tmp_path, cap
     assert "symlink" in capsys.readouterr().err and not os.listdir(tmp_path / "outside")
 
 
-def test_a_report_does_not_take_over_a_foreign_directory(tmp_path, capsys):
+def test_a_report_replaces_a_foreign_file_only_with_force(tmp_path, capsys):
     out = tmp_path / "run"
     run_spec(parse_spec(small_spec()), out)
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "thesis.tex").write_text("years of work")
-    assert main(["report", str(out), "--no-plots", "-o", str(docs)]) == 2
-    assert main(["report", str(out), "--no-plots", "-o", str(docs), "--force"]) == 0
+    assert main(["report", str(out), "--no-plots", "-o", str(docs)]) == 0  # nothing of theirs replaced
     assert (docs / "thesis.tex").read_text() == "years of work" and (docs / "report.md").is_file()
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "report.md").write_text("my own notes")
+    assert main(["report", str(out), "--no-plots", "-o", str(tmp_path / "notes")]) == 2
+    assert (tmp_path / "notes" / "report.md").read_text() == "my own notes"
+    assert main(["report", str(out), "--no-plots", "-o", str(tmp_path / "notes"), "--force"]) == 0
+
+
+def test_reports_drop_what_an_earlier_report_wrote_and_keep_the_rest(tmp_path):
+    out = tmp_path / "run"
+    run_spec(parse_spec(small_spec()), out)
+    shared = tmp_path / "shared"
+    assert main(["report", str(out), "-o", str(shared)]) == 0
+    pngs = {p.name for p in shared.glob("*.png")}
+    assert pngs
+    (shared / "mine.txt").write_text("kept")
+    assert main(["report", str(out), "--no-plots", "-o", str(shared)]) == 0
+    assert not set(os.listdir(shared)) & pngs and (shared / "mine.txt").read_text() == "kept"
 
 
 def test_a_symlinked_part_is_replaced_whole_and_its_target_left_alone(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from astra_hetero.backends.base import backend_names
@@ -54,7 +55,7 @@ def simulate(args: argparse.Namespace) -> tuple[Path, RunResult]:
     source, output = args.source, args.output
     options = backend_options(args)
     if source.is_dir():
-        if output is not None and output.resolve() != source.resolve():
+        if output is not None and os.path.realpath(output) != os.path.realpath(source):
             raise RunDirError(f"{source} is a run directory; -o must be omitted or name the same directory")
         return source, execute(source, args.backend, args.timeline, force=args.force, **options)
     if output is None:
