@@ -55,6 +55,10 @@ def output_target(root: Path) -> Path:
         return target
     if root.exists() and not root.is_dir():
         raise RunDirError(f"{root}: exists and is not a directory; choose another output directory")
+    if root.parent == root or os.path.ismount(root):
+        raise RunDirError(
+            f"{root}: a filesystem root or mount point cannot be replaced; choose a directory in it"
+        )
     return root
 
 
@@ -78,7 +82,7 @@ class Staging:
         if not os.path.lexists(source):
             return False
         try:
-            _clone(source, self.path / relative, relative, skip)
+            _clone(source, self.path / relative, relative, skip, os.lstat(self.previous).st_dev)
         except OSError as exc:
             raise RunDirError(f"{source}: cannot carry it into the new directory ({_reason(exc)})") from None
         return True
@@ -87,17 +91,20 @@ class Staging:
         return sorted(os.listdir(self.previous)) if self.previous is not None else []
 
 
-def _clone(source: Path, target: Path, relative: str, skip: Callable[[str], bool]) -> None:
+def _clone(source: Path, target: Path, relative: str, skip: Callable[[str], bool], device: int) -> None:
     if skip(relative):
         return
-    mode = os.lstat(source).st_mode
+    info = os.lstat(source)
+    if info.st_dev != device:
+        raise RunDirError(f"{source}: another filesystem is mounted there; move it out of the directory")
+    mode = info.st_mode
     target.parent.mkdir(parents=True, exist_ok=True)
     if stat.S_ISLNK(mode):
         os.symlink(os.readlink(source), target)
     elif stat.S_ISDIR(mode):
         target.mkdir()
         for name in sorted(os.listdir(source)):
-            _clone(source / name, target / name, f"{relative}/{name}", skip)
+            _clone(source / name, target / name, f"{relative}/{name}", skip, device)
         shutil.copystat(source, target)
     elif stat.S_ISREG(mode):
         try:

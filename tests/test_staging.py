@@ -169,3 +169,8 @@ def test_a_whole_directory_of_outputs_is_cleaned_in_one_pass(tmp_path):
     (tmp_path / "003-d").mkdir()
     clean_directory(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["002-c", "003-d"]
+
+
+def test_a_filesystem_root_is_never_an_output_directory():
+    with pytest.raises(RunDirError, match="filesystem root"):
+        output_target(Path("/"))
