@@ -21,8 +21,8 @@ def add_force_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--force",
         action="store_true",
-        help="write into an existing directory that astra-hetero did not create, replacing the entries "
-        "of the same names (other entries are kept)",
+        help="write into an existing directory that astra-hetero did not create: entries with the names "
+        "astra-hetero uses there are replaced or removed, all others kept",
     )
 
 
