@@ -85,6 +85,15 @@ def test_an_unreadable_file_is_named(tmp_path):
         load_spec(path)
 
 
+@pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="needs Linux's /proc")
+def test_a_file_that_fails_to_read_is_named_even_for_root(tmp_path):
+    # /proc/self/mem is a regular file that cannot be read from its start (EIO), whoever reads it.
+    spec_file(tmp_path, include="/proc/self/mem")
+    with pytest.raises(SpecError, match="cannot be read") as caught:
+        load_spec(tmp_path / "spec.yaml")
+    assert caught.value.field == "include"
+
+
 def test_include_cycles_are_reported_not_recursed(tmp_path):
     spec_file(tmp_path, "self.yaml", include="self.yaml")
     with pytest.raises(SpecError, match="include cycle") as caught:
