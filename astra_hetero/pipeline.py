@@ -1,8 +1,15 @@
-"""The product's main path as library calls: spec → run directory → backend → result.json/trace.json."""
+"""The product's main path as library calls: spec → run directory → backend → result.json/trace.json.
+
+Every call publishes one consistent state of its run directory (see outputs.py): `build_run_dir`
+writes inputs, `execute` adds a result to existing inputs, `run_spec` does both in one step.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,8 +17,11 @@ from typing import Any
 
 from astra_hetero import rundir
 from astra_hetero.backends.base import create_backend
-from astra_hetero.results.io import write_result
-from astra_hetero.results.model import RunResult, Span
+from astra_hetero.bounds import WorkLimits, check_work
+from astra_hetero.errors import BackendFailed, RunDirError
+from astra_hetero.outputs import RUN_PARTS, OutputStaging, publish_output
+from astra_hetero.results.io import check_result, relocate, write_result
+from astra_hetero.results.model import RunOutput, RunResult, Span
 from astra_hetero.spec.schema import Spec
 from astra_hetero.workload.generate import Progress, write_workload
 
@@ -36,20 +46,72 @@ def _progress_bar(total: int, label: str, enabled: bool) -> Iterator[Progress | 
         yield lambda n: bar.advance(task, n)
 
 
-def build_run_dir(
-    spec: Spec, out: Path, *, workload: bool = True, topology: bool = True, progress: bool = False
-) -> rundir.RunDir:
-    """Write the requested parts into `out`; nothing of them appears unless all of them were written."""
-    out = Path(out)
-    with rundir.publish(out) as staging:
-        if workload:
-            with _progress_bar(spec.cluster.num_gpus, "writing traces", progress) as advance:
-                write_workload(spec, staging, advance)
-        if topology:
-            from astra_hetero.topology import write_topology
+def topology_inputs(spec: Spec) -> str:
+    """Fingerprint of what the workload and topology parts of a run directory must agree on."""
+    data = {"cluster": spec.cluster.model_dump(mode="json"), "network": spec.network.model_dump(mode="json")}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
-            write_topology(spec, staging)
-    return rundir.RunDir(out)
+
+@contextmanager
+def run_dir_staging(out: Path, force: bool = False, foreign_ok: bool = False) -> Iterator[OutputStaging]:
+    """A new state of the run directory `out`, published whole when the block ends without error."""
+    with publish_output(
+        Path(out), RUN_PARTS, force=force, what="run directory", foreign_ok=foreign_ok
+    ) as run:
+        yield run
+
+
+def build_run_dir(
+    spec: Spec,
+    out: Path,
+    *,
+    workload: bool = True,
+    topology: bool = True,
+    progress: bool = False,
+    limits: WorkLimits | None = None,
+    force: bool = False,
+    draw: bool = False,
+) -> rundir.RunDir:
+    """Write the requested parts into `out`, published in one step with the old parts that still match
+    them (a workload and a topology built from the same cluster and network); old results are dropped."""
+    check_work(spec, limits or WorkLimits(), workload=workload, topology=topology)
+    with run_dir_staging(out, force) as run:
+        build_into(run, spec, workload=workload, topology=topology, progress=progress, draw=draw)
+    return rundir.RunDir(Path(out))
+
+
+def build_into(
+    run: OutputStaging, spec: Spec, *, workload: bool, topology: bool, progress: bool, draw: bool = False
+) -> None:
+    inputs = topology_inputs(spec)
+    if workload:
+        run.write("workload", inputs, lambda path: _write_workload(spec, path, progress))
+    else:
+        run.keep("workload", inputs)
+    if topology:
+        run.write("topology", inputs, lambda path: _write_topology(spec, path, draw))
+    else:
+        run.keep("topology", inputs, skip=_ns3_run_output)
+
+
+def _write_workload(spec: Spec, path: Path, progress: bool) -> None:
+    with _progress_bar(spec.cluster.num_gpus, "writing traces", progress) as advance:
+        write_workload(spec, path, advance)
+
+
+def _write_topology(spec: Spec, path: Path, draw: bool) -> None:
+    from astra_hetero.topology import checked_graph, write_topology
+
+    graph = checked_graph(spec)
+    write_topology(spec, path, graph)
+    if draw:
+        from astra_hetero.topology.draw import draw_cluster
+
+        draw_cluster(graph, path / rundir.TOPOLOGY_PNG)
+
+
+def _ns3_run_output(relative: str) -> bool:
+    return relative in rundir.NS3_RUN_OUTPUTS
 
 
 # Above this many spans trace.json grows past what timeline viewers open comfortably (~100 MB).
@@ -57,29 +119,116 @@ MAX_TIMELINE_SPANS = 400_000
 TIMELINE_MODES = ("auto", "all", "none")
 
 
-def execute(
-    run_dir: Path, backend: str = "embedded", timeline: str = "auto", **backend_options: Any
+def run_spec(
+    spec: Spec,
+    out: Path,
+    backend: str = "embedded",
+    timeline: str = "auto",
+    *,
+    limits: WorkLimits | None = None,
+    force: bool = False,
+    progress: bool = False,
+    **backend_options: Any,
 ) -> RunResult:
-    """Run a backend on a complete run directory; write result.json (and trace.json) only on success.
+    """Build `spec` into the run directory `out` and simulate it; inputs and result are published
+    together, so `out` never holds inputs without their result (or a result beside other inputs)."""
+    _check_timeline(timeline)
+    check_work(spec, limits or WorkLimits())
+    with run_dir_staging(out, force) as run:
+        build_into(run, spec, workload=True, topology=True, progress=progress)
+        return _simulate(run, backend, timeline, backend_options)
+
+
+def execute(
+    run_dir: Path,
+    backend: str = "embedded",
+    timeline: str = "auto",
+    *,
+    force: bool = False,
+    **backend_options: Any,
+) -> RunResult:
+    """Run a backend on a complete run directory and publish its inputs with the new result.json (and
+    trace.json, logs/) in one step; on failure the directory is left as it was, old result included.
 
     `timeline`: "all" keeps every span, "none" writes no trace.json, "auto" keeps every span of small
     runs and, past MAX_TIMELINE_SPANS, the spans of representative ranks (see `sample_spans`).
     """
-    from astra_hetero.results.timeline import write_timeline
+    _check_timeline(timeline)
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise RunDirError(f"{run_dir}: no such run directory")
+    with run_dir_staging(run_dir, force, foreign_ok=True) as run:
+        workload, topology = run.old_inputs("workload"), run.old_inputs("topology")
+        if workload and topology and workload != topology:
+            raise RunDirError(
+                f"{run_dir}: its workload and its network were built from different specs; "
+                "run `astra-hetero build` on it again"
+            )
+        run.keep("workload")
+        run.keep("topology", skip=_ns3_run_output)
+        return _simulate(run, backend, timeline, backend_options, keep_failed_logs=True)
 
+
+def _check_timeline(timeline: str) -> None:
     if timeline not in TIMELINE_MODES:
         raise ValueError(f"timeline must be one of {', '.join(TIMELINE_MODES)}, not {timeline!r}")
-    run_dir = Path(run_dir)
+
+
+def _simulate(
+    run: OutputStaging, backend: str, timeline: str, options: dict[str, Any], keep_failed_logs: bool = False
+) -> RunResult:
+    """Run the backend on the staging directory; its result, timeline and logs become the result part.
+
+    With `keep_failed_logs` (a rerun on the same inputs), the logs of a run that failed are moved into
+    the existing directory as `logs/<name>.failed.log`, beside its previous result, for diagnosis.
+    """
+    rundir.check_inputs_inside(run.path)
     if backend == "embedded":
-        backend_options = {**backend_options, "timeline": timeline != "none"}
-    output = create_backend(backend, **backend_options).run(run_dir)
+        options = {**options, "timeline": timeline != "none"}
+    runner = create_backend(backend, **options)
+    inputs = run.parts.get("workload", {}).get("inputs")
+
+    def write(path: Path) -> RunResult:
+        try:
+            output = runner.run(path)
+        except BackendFailed as exc:
+            if keep_failed_logs and run.staging.previous is not None:
+                _keep_failed_logs(path, run.staging.previous, exc)
+            raise
+        return _write_result(path, run.root, output, timeline)
+
+    return run.write("result", inputs, write)
+
+
+def _keep_failed_logs(staging: Path, previous: Path, exc: BackendFailed) -> None:
+    logs = staging / rundir.LOGS_DIR
+    if not logs.is_dir() or (previous / rundir.LOGS_DIR).is_symlink():
+        return
+    kept = []
+    for log in sorted(logs.glob("*.log")):
+        target = previous / rundir.LOGS_DIR / f"{log.stem}.failed.log"
+        try:
+            target.parent.mkdir(exist_ok=True)
+            os.replace(log, target)  # a rename: the log never passes through a symlink or memory
+        except OSError:
+            continue
+        kept.append(f"{rundir.LOGS_DIR}/{target.name}")
+    if kept and exc.args:
+        exc.args = (f"{exc.args[0]}\n(the failed run's log: {', '.join(kept)})", *exc.args[1:])
+
+
+def _write_result(path: Path, root: Path, output: RunOutput, timeline: str) -> RunResult:
+    from astra_hetero.results.timeline import write_timeline
+
+    result = relocate(output.result, path, root)
+    check_result(result)
     if timeline != "none":
         spans, note = output.spans, ""
         if timeline == "auto" and len(spans) > MAX_TIMELINE_SPANS:
-            spans, note = sample_spans(output.result, spans, MAX_TIMELINE_SPANS)
-        write_timeline(run_dir / rundir.TIMELINE, output.result, spans, note)
-    write_result(run_dir, output.result)
-    return output.result
+            spans, note = sample_spans(result, spans, MAX_TIMELINE_SPANS)
+        write_timeline(path / rundir.TIMELINE, result, spans, note)
+    write_result(path, result)
+    return result
 
 
 def sample_spans(result: RunResult, spans: tuple[Span, ...], limit: int) -> tuple[tuple[Span, ...], str]:

@@ -12,10 +12,13 @@ A run directory is what every backend executes. Its paths are a contract with ot
     analytical/network.yml, analytical/system.json           multi-dimensional (congestion-unaware)
     analytical/network_1d.yml, analytical/system_1d.json     one dimension (congestion-aware)
     analytical/remote_memory.json
+    calibration.csv                 a copy of the spec's calibration table, if it has one
     result.json, trace.json, logs/  written by `run`
+    .astra-hetero.json              marks the directory as ours: its parts and their inputs (outputs.py)
 
-Writers never leave a half-written directory that looks complete: they build their part in a
-staging directory beside the target and move it in only when whole (`publish`).
+Writers never leave a half-written directory that looks complete: a whole new state of the directory
+is built beside it and published in one step (`outputs.publish_output`). Readers stay inside it:
+`inside` refuses paths (a manifest's `workload_prefix`, a symlinked `workload/`) that lead out.
 """
 
 from __future__ import annotations
@@ -24,11 +27,13 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import yaml
+
+from astra_hetero.errors import RunDirError, SpecError
 
 MANIFEST = "manifest.json"
 SPEC = "spec.yaml"
@@ -47,9 +52,13 @@ ANALYTICAL_SYSTEM = "analytical/system.json"
 ANALYTICAL_NETWORK_1D = "analytical/network_1d.yml"
 ANALYTICAL_SYSTEM_1D = "analytical/system_1d.json"
 REMOTE_MEMORY = "analytical/remote_memory.json"
+NS3_RUN_OUTPUTS = ("ns3/mix.tr", "ns3/fct.txt", "ns3/pfc.txt", "ns3/qlen.txt")  # written by ns-3 as it runs
 RESULT = "result.json"
 TIMELINE = "trace.json"
 LOGS_DIR = "logs"
+CALIBRATION = "calibration.csv"  # a copy of the spec's calibration table; spec.yaml names it relatively
+TOPOLOGY_PNG = "topology.png"
+REPORT_DIR = "report"
 
 
 @dataclass(frozen=True)
@@ -74,14 +83,17 @@ class RunDir:
 
 def read_json_object(path: Path, if_missing: str) -> dict[str, Any]:
     """A run-directory JSON file that must hold an object; RunDirError naming the file otherwise."""
-    from astra_hetero.errors import RunDirError
-
     if not path.is_file():
         raise RunDirError(f"{path}: missing ({if_missing})")
     try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise RunDirError(f"{path}: not valid JSON ({exc})") from None
+        data = json.loads(path.read_bytes())
+    except OSError as exc:
+        raise RunDirError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except ValueError as exc:  # JSONDecodeError, or UnicodeDecodeError for binary content
+        reason = str(exc) if isinstance(exc, json.JSONDecodeError) else "not UTF-8 text"
+        raise RunDirError(f"{path}: not valid JSON ({reason})") from None
+    except RecursionError:
+        raise RunDirError(f"{path}: nested too deeply") from None
     if not isinstance(data, dict):
         raise RunDirError(f"{path}: expected a JSON object")
     return data
@@ -107,34 +119,73 @@ def _umask() -> int:
     return current
 
 
+def write_spec(root: Path, data: dict[str, Any]) -> None:
+    """spec.yaml from a validated spec's data; its calibration table is copied in and named relatively,
+    so the run directory can move (spec.yaml reads back from inside the directory)."""
+    data = dict(data)
+    if data.get("calibration"):
+        source = Path(data["calibration"])
+        try:
+            shutil.copyfile(source, root / CALIBRATION)
+        except OSError as exc:
+            raise SpecError("calibration", f"{source}: cannot be copied ({exc.strerror or exc})") from None
+        data["calibration"] = CALIBRATION
+    (root / SPEC).write_text(yaml.safe_dump(data, sort_keys=False))
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
-@contextmanager
-def publish(root: Path) -> Iterator[Path]:
-    """Yield an empty staging directory; on success move each of its entries into `root`.
+def publish(root: Path, *, force: bool = False, entries: tuple[str, ...] = ()) -> Any:
+    """Publish a whole directory (see `outputs.publish`): yields an empty staging directory."""
+    from astra_hetero.outputs import publish as publish_output
 
-    Entries replace same-named ones in `root` (a directory is swapped whole). On any exception the
-    staging directory is removed and `root` is left exactly as it was.
-    """
-    root = Path(root)
-    root.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.staging-", dir=root.parent))
+    return publish_output(root, force=force, entries=entries)
+
+
+def inside(root: Path, relative: str | Path, what: str) -> Path:
+    """`root / relative`, refused (RunDirError) if it leads outside `root` by `..` or a symlink."""
+    path = Path(root) / relative
     try:
-        yield staging
-        root.mkdir(exist_ok=True)
-        for entry in sorted(staging.iterdir()):
-            _swap_into(entry, root / entry.name)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        real_root = Path(root).resolve(strict=True)
+        real = path.resolve()
+    except (OSError, RuntimeError):
+        raise RunDirError(f"{path}: {what} cannot be resolved (a symlink loop?)") from None
+    if real != real_root and real_root not in real.parents:
+        raise RunDirError(f"{path}: {what} leads outside the run directory ({real}); refusing to read it")
+    return path
 
 
-def _swap_into(source: Path, target: Path) -> None:
-    if target.is_dir() and not target.is_symlink():
-        retired = target.with_name(f".{target.name}.old-{os.getpid()}")
-        os.replace(target, retired)
-        os.replace(source, target)
-        shutil.rmtree(retired, ignore_errors=True)
-    else:
-        os.replace(source, target)
+def check_inputs_inside(root: Path) -> None:
+    """Every input file of the run directory is inside it (no symlink leading out, e.g. `workload/`)."""
+    root = Path(root)
+    for relative in (MANIFEST, SPEC, WORKLOAD_DIR, NS3_DIR, ANALYTICAL_DIR):
+        if not os.path.lexists(root / relative):
+            continue
+        inside(root, relative, relative)
+        if (root / relative).is_dir():
+            with os.scandir(root / relative) as entries:
+                for entry in entries:
+                    if entry.is_symlink():
+                        inside(root, f"{relative}/{entry.name}", f"{relative}/{entry.name}")
+
+
+def open_output(root: Path, relative: str) -> Any:
+    """Open `root/relative` for binary writing without following any symlink on the way (a log must
+    never overwrite a file outside the run directory)."""
+    path = Path(root)
+    parts = Path(relative).parts
+    for part in parts[:-1]:
+        path = path / part
+        if path.is_symlink():
+            raise RunDirError(f"{path}: a symlink; outputs are written only inside the run directory")
+        path.mkdir(exist_ok=True)
+    path = path / parts[-1]
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise RunDirError(f"{path}: cannot write ({reason}); a symlink there is refused") from None
+    return os.fdopen(fd, "wb")

@@ -6,6 +6,8 @@ bytes; link rates are given in Gbit/s and converted here to bytes per nanosecond
 
 from __future__ import annotations
 
+import math
+
 NS_PER_US = 1_000
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
@@ -39,8 +41,19 @@ def us_to_ns(us: float) -> int:
     return round(us * NS_PER_US)
 
 
+def _checked(value: float, what: str, positive: bool) -> float:
+    """Writers never put a non-finite or out-of-range number into a file ns-3 or ASTRA-sim reads
+    (`infms` would be read as garbage); the spec's types keep such values out, so this is a bug guard."""
+    if isinstance(value, bool) or not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise ValueError(
+            f"{what} must be a finite {'positive' if positive else 'non-negative'} number, not {value!r}"
+        )
+    return value
+
+
 def format_rate_gbps(gbps: float) -> str:
     """ns-3 topology rate string, e.g. 400 -> '400Gbps', 12.5 -> '12500Mbps'."""
+    _checked(gbps, "a link rate", positive=True)
     if float(gbps).is_integer():
         return f"{int(gbps)}Gbps"
     mbps = gbps * 1000
@@ -61,6 +74,7 @@ def parse_rate_to_gbps(text: str) -> float:
 
 def format_delay_ns(ns: float) -> str:
     """ns-3 topology delay string in milliseconds, e.g. 500 -> '0.0005ms'."""
+    _checked(ns, "a link delay", positive=False)
     return f"{ns / NS_PER_MS:.9f}".rstrip("0").rstrip(".") + "ms"
 
 

@@ -3,9 +3,29 @@
 from __future__ import annotations
 
 import copy
+import os
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests run a fixed, modest set of examples so that the suite is deterministic and fast on
+# CI's two cores; `HYPOTHESIS_PROFILE=explore` searches more widely (and randomly) when hunting bugs.
+settings.register_profile(
+    "ci",
+    max_examples=100,
+    derandomize=True,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile("explore", max_examples=2000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def budget(examples: int) -> int:
+    """A property's example count under the CI profile, scaled with the loaded profile's."""
+    return max(1, examples * settings.default.max_examples // 100)
 
 TINY_MODEL: dict[str, Any] = {
     "num_layers": 8,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from astra_hetero.cli.generate import add_spec_arguments, describe_workload
+from astra_hetero.cli.generate import describe_workload
+from astra_hetero.cli.options import add_spec_arguments, limits_from
 from astra_hetero.pipeline import build_run_dir
 from astra_hetero.spec import load_spec
 
@@ -18,7 +19,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
-    run_dir = build_run_dir(spec, args.output, progress=not args.quiet)
+    run_dir = build_run_dir(
+        spec, args.output, progress=not args.quiet, limits=limits_from(args), force=args.force
+    )
     print(describe_workload(run_dir))
     print(f"network inputs written to {run_dir.root}/ns3 and {run_dir.root}/analytical")
     return 0

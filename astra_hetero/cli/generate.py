@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from astra_hetero.cli.options import add_spec_arguments, limits_from
 from astra_hetero.pipeline import build_run_dir
 from astra_hetero.rundir import RunDir
 from astra_hetero.spec import load_spec
@@ -19,15 +19,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments every spec → run-directory command takes."""
-    parser.add_argument("spec", type=Path, help="experiment spec (YAML)")
-    parser.add_argument("-o", "--output", type=Path, required=True, help="run directory")
-
-
 def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
-    run_dir = build_run_dir(spec, args.output, topology=False, progress=not args.quiet)
+    run_dir = build_run_dir(
+        spec, args.output, topology=False, progress=not args.quiet, limits=limits_from(args), force=args.force
+    )
     print(describe_workload(run_dir))
     return 0
 

@@ -8,9 +8,12 @@ report.md) are staged and moved into the output directory only when all of them 
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from astra_hetero.cli.options import add_force_argument
+from astra_hetero.errors import RunDirError
 from astra_hetero.results.compare import RunSummary, report_json, summarize
 from astra_hetero.results.io import read_result
 from astra_hetero.results.model import RunResult
@@ -18,6 +21,7 @@ from astra_hetero.results.report import comparison_tables, summary_tables, to_ma
 from astra_hetero.rundir import publish, write_json_atomic, write_text_atomic
 
 REPORT_DIR = "report"
+REPORT_ENTRIES = ("report.json", "report.md", "stages.png", "iteration.png")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,6 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "a 'report' directory beside the first run for several)",
     )
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    add_force_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -48,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     results = [(label, read_result(run_dir)) for label, run_dir in zip(labels, run_dirs, strict=True)]
     out_dir = args.output or default_output(run_dirs)
     print(report_text(results), end="")
-    written = write_report(results, run_dirs, out_dir, plots=not args.no_plots)
+    written = write_report(results, run_dirs, out_dir, plots=not args.no_plots, force=args.force)
     for path in written:
         print(f"wrote {path}")
     return 0
@@ -56,11 +61,9 @@ def run(args: argparse.Namespace) -> int:
 
 def run_labels(run_dirs: Sequence[Path]) -> list[str]:
     """Directory names; where two runs share a name, the parent directory is prefixed, then a number."""
-    names = [d.resolve().name for d in run_dirs]
-    labels = [
-        f"{d.resolve().parent.name}/{n}" if names.count(n) > 1 else n
-        for d, n in zip(run_dirs, names, strict=True)
-    ]
+    paths = [Path(os.path.abspath(d)) for d in run_dirs]  # abspath: no symlink is followed
+    names = [p.name for p in paths]
+    labels = [f"{p.parent.name}/{n}" if names.count(n) > 1 else n for p, n in zip(paths, names, strict=True)]
     distinct: list[str] = []
     for label in labels:
         candidate, n = label, 2
@@ -71,9 +74,15 @@ def run_labels(run_dirs: Sequence[Path]) -> list[str]:
 
 
 def default_output(run_dirs: Sequence[Path]) -> Path:
+    """RUN_DIR/report, or report/ beside the first run; never a symlink (a report written where no one
+    asked must not land outside through one)."""
     if len(run_dirs) == 1:
-        return run_dirs[0] / REPORT_DIR
-    return run_dirs[0].resolve().parent / REPORT_DIR
+        path = run_dirs[0] / REPORT_DIR
+    else:
+        path = Path(os.path.abspath(run_dirs[0])).parent / REPORT_DIR
+    if path.is_symlink():
+        raise RunDirError(f"{path}: a symlink; give the report's place with -o OUT_DIR")
+    return path
 
 
 def report_text(results: Sequence[tuple[str, RunResult]]) -> str:
@@ -85,11 +94,16 @@ def report_text(results: Sequence[tuple[str, RunResult]]) -> str:
 
 
 def write_report(
-    results: Sequence[tuple[str, RunResult]], run_dirs: Sequence[Path], out_dir: Path, plots: bool = True
+    results: Sequence[tuple[str, RunResult]],
+    run_dirs: Sequence[Path],
+    out_dir: Path,
+    plots: bool = True,
+    force: bool = False,
 ) -> list[Path]:
-    """Write PNGs (unless `plots` is false), report.json and report.md into `out_dir`; return their paths."""
+    """Write PNGs (unless `plots` is false), report.json and report.md into `out_dir`, replacing the
+    previous report there as a whole; return their paths."""
     summaries = summarize(results)
-    with publish(out_dir) as staging:
+    with publish(out_dir, force=force, entries=REPORT_ENTRIES) as staging:
         names: list[str] = []
         if plots:
             from astra_hetero.results.plots import write_plots

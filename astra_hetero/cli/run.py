@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from astra_hetero.backends.base import backend_names
+from astra_hetero.cli.options import (
+    add_force_argument,
+    add_limit_arguments,
+    limits_from,
+    positive_seconds,
+)
 from astra_hetero.errors import RunDirError
-from astra_hetero.pipeline import TIMELINE_MODES, build_run_dir, execute
-from astra_hetero.rundir import RunDir
+from astra_hetero.pipeline import TIMELINE_MODES, execute, run_spec
+from astra_hetero.results.model import RunResult
 from astra_hetero.spec import load_spec
 
 
@@ -27,7 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--bin-dir", help="directory holding the ASTRA-sim binaries (else $ASTRA_SIM_BIN_DIR, PATH)"
     )
     parser.add_argument("--docker", metavar="IMAGE", help="run the ASTRA-sim binary inside this Docker image")
-    parser.add_argument("--timeout", type=float, metavar="SECONDS", help="kill the simulator after this long")
+    parser.add_argument(
+        "--timeout", type=positive_seconds, metavar="SECONDS", help="kill the simulator after this long"
+    )
     parser.add_argument(
         "--timeline",
         choices=TIMELINE_MODES,
@@ -35,21 +44,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="trace.json: every span (all), none, or sampled ranks for large runs (auto)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_force_argument(parser)
+    add_limit_arguments(parser)
     parser.set_defaults(func=run)
 
 
-def resolve_run_dir(source: Path, output: Path | None, quiet: bool = True) -> Path:
-    """A run directory to execute: `source` itself, or one built from the spec `source` into `output`."""
+def simulate(args: argparse.Namespace) -> tuple[Path, RunResult]:
+    """Run the run directory `args.source`, or build the spec `args.source` into `args.output` and run
+    it (inputs and result published together)."""
+    source, output = args.source, args.output
+    options = backend_options(args)
     if source.is_dir():
-        if output is not None and output.resolve() != source.resolve():
+        if output is not None and os.path.realpath(output) != os.path.realpath(source):
             raise RunDirError(f"{source} is a run directory; -o must be omitted or name the same directory")
-        return source
+        return source, execute(source, args.backend, args.timeline, force=args.force, **options)
     if output is None:
         raise RunDirError(f"{source} is a spec: give -o RUN_DIR for the run directory to build")
-    run_dir = RunDir(output)
     spec = load_spec(source)
-    build_run_dir(spec, output, progress=not quiet)
-    return run_dir.root
+    result = run_spec(
+        spec, output, args.backend, args.timeline, limits=limits_from(args), force=args.force,
+        progress=not args.quiet, **options,
+    )
+    return output, result
 
 
 def backend_options(args: argparse.Namespace) -> dict[str, object]:
@@ -66,8 +82,7 @@ def backend_options(args: argparse.Namespace) -> dict[str, object]:
 def run(args: argparse.Namespace) -> int:
     from astra_hetero.results.report import render_summary
 
-    run_dir = resolve_run_dir(args.source, args.output, args.quiet)
-    result = execute(run_dir, args.backend, timeline=args.timeline, **backend_options(args))
+    run_dir, result = simulate(args)
     print(render_summary(result, label=run_dir.name))
     wrote = "result.json" + ("" if args.timeline == "none" else " and trace.json")
     print(f"wrote {wrote} in {run_dir}")

@@ -6,8 +6,16 @@ import argparse
 from pathlib import Path
 
 from astra_hetero.backends.base import backend_names
+from astra_hetero.cli.options import (
+    add_force_argument,
+    add_limit_arguments,
+    limits_from,
+    positive_int,
+    positive_seconds,
+)
 from astra_hetero.cli.run import backend_options
 from astra_hetero.sweep import PointOutcome, load_sweep, run_sweep
+from astra_hetero.sweep.plan import MAX_POINTS
 from astra_hetero.sweep.run import CSV_NAME, first_line
 
 
@@ -22,7 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=backend_names(),
         help="simulator for every point (default: the sweep file's, else embedded)",
     )
-    parser.add_argument("--jobs", "-j", type=int, default=1, help="points run in parallel (local processes)")
+    parser.add_argument(
+        "--jobs", "-j", type=positive_int, default=1, help="points run in parallel (local processes)"
+    )
     parser.add_argument(
         "--ray",
         metavar="ADDRESS",
@@ -35,9 +45,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--docker", metavar="IMAGE", help="run the ASTRA-sim binary inside this Docker image")
     parser.add_argument(
-        "--timeout", type=float, metavar="SECONDS", help="per point (default: the sweep file's)"
+        "--timeout", type=positive_seconds, metavar="SECONDS", help="per point (default: the sweep file's)"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--max-points",
+        type=positive_int,
+        default=MAX_POINTS,
+        metavar="N",
+        help=f"most points a sweep may have (default {MAX_POINTS:,})",
+    )
+    add_force_argument(parser)
+    add_limit_arguments(parser)
     parser.set_defaults(func=sweep)
 
 
@@ -46,7 +65,7 @@ def sweep(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    plan = load_sweep(args.sweep_file)
+    plan = load_sweep(args.sweep_file, args.max_points)
     args.backend = args.backend or plan.backend or "embedded"
     args.timeout = args.timeout if args.timeout is not None else plan.timeout_s
     console = Console()
@@ -73,6 +92,8 @@ def sweep(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             ray_address=args.ray,
             on_done=done,
+            limits=limits_from(args),
+            force=args.force,
         )
     table = Table(title=f"{plan.name}: {len(plan.points)} points, backend {args.backend}")
     for column in ("point", "status", "iteration (ms)", "mean idle (ms)", "error"):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 
 from astra_hetero import rundir
-from astra_hetero.cli.generate import add_spec_arguments
+from astra_hetero.cli.options import add_spec_arguments, limits_from
+from astra_hetero.pipeline import build_run_dir
 from astra_hetero.spec import load_spec
-from astra_hetero.topology import checked_graph, figures, write_topology
+from astra_hetero.topology import checked_graph, figures
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,14 +22,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
-    graph = checked_graph(spec)
-    with rundir.publish(args.output) as staging:
-        write_topology(spec, staging, graph)
-        if args.draw:
-            from astra_hetero.topology.draw import draw_cluster
-
-            draw_cluster(graph, staging / "topology.png")
+    build_run_dir(
+        spec, args.output, workload=False, limits=limits_from(args), force=args.force, draw=args.draw
+    )
     print(f"wrote {args.output / rundir.NS3_DIR}/ and {args.output / rundir.ANALYTICAL_DIR}/")
-    for line in figures(graph).lines():
+    for line in figures(checked_graph(spec)).lines():
         print(line)
     return 0

@@ -1,26 +1,126 @@
-"""Reading and writing `result.json` (atomically)."""
+"""Reading and writing `result.json` (atomically), checked both ways.
+
+A result is written only if every time in it is a finite, non-negative number, and read only if it
+is one: a non-finite or negative time is a wrong number whichever side it comes from.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
+from functools import cache
 from pathlib import Path
+from typing import Any
 
-from astra_hetero.errors import RunDirError
+from pydantic import TypeAdapter, ValidationError
+
+from astra_hetero.errors import BackendFailed, RunDirError
 from astra_hetero.results.model import RunResult
-from astra_hetero.rundir import RESULT, write_json_atomic
+from astra_hetero.rundir import MANIFEST, RESULT, write_json_atomic
+
+RANK_TIMES = ("finish_us", "compute_us", "exposed_comm_us", "idle_us")
 
 
 def write_result(run_dir: Path, result: RunResult) -> Path:
+    check_result(result)
     path = Path(run_dir) / RESULT
     write_json_atomic(path, result.to_json())
     return path
 
 
+def check_result(result: RunResult) -> None:
+    """BackendFailed if a time is not finite or is negative (the backend went wrong; write nothing)."""
+    problem = time_problem(result)
+    if problem:
+        raise BackendFailed(f"the {result.backend} backend returned {problem}; no result written")
+
+
+def time_problem(result: RunResult) -> str:
+    """A description of the first non-finite or negative time in `result`, or ''."""
+    checks: list[tuple[str, Any]] = [("iteration_time_us", result.iteration_time_us)]
+    for i, rank in enumerate(result.ranks):
+        checks += [(f"ranks[{i}].{name}", getattr(rank, name)) for name in RANK_TIMES]
+    for i, stat in enumerate(result.collectives):
+        checks += [(f"collectives[{i}].start_us", stat.start_us), (f"collectives[{i}].end_us", stat.end_us)]
+    for where, value in checks:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"{where} = {type(value).__name__}, not a number"
+        if not math.isfinite(value) or value < 0:
+            return f"{where} = {value}"
+    return ""
+
+
 def read_result(run_dir: Path) -> RunResult:
     path = Path(run_dir) / RESULT
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise RunDirError(f"{path}: not a regular file")
     if not path.is_file():
         raise RunDirError(f"{path}: missing (run `astra-hetero run` on this directory first)")
     try:
-        return RunResult.from_json(json.loads(path.read_text()))
-    except (json.JSONDecodeError, TypeError, KeyError) as exc:
-        raise RunDirError(f"{path}: not a result file ({exc})") from None
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise RunDirError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    result = _from_json(raw, path)
+    problem = time_problem(result)
+    if problem:
+        raise RunDirError(f"{path}: {problem} (times must be finite and non-negative)")
+    for i, rank in enumerate(result.ranks):
+        if rank.rank != i or min(rank.stage, rank.replica) < 0:
+            raise RunDirError(
+                f"{path}: ranks[{i}] describes rank {rank.rank}, stage {rank.stage}, "
+                f"replica {rank.replica}; ranks must be listed in order, from 0"
+            )
+    _check_against_manifest(result, Path(run_dir), path)
+    return result
+
+
+@cache
+def _adapter() -> TypeAdapter[RunResult]:
+    return TypeAdapter(RunResult)
+
+
+def _from_json(raw: bytes, path: Path) -> RunResult:
+    """The result in `raw`, every field of the right type (strictly: no "3" for 3, no true for 1)."""
+    try:
+        result = _adapter().validate_json(raw, strict=True)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.get("loc", ())).lstrip(".")
+        reason = "not JSON" if error.get("type") == "json_invalid" else error.get("msg", "invalid")
+        raise RunDirError(f"{path}: not a result file ({where or 'the file'}: {reason})") from None
+    if not result.ranks:
+        raise RunDirError(f"{path}: not a result file (no ranks)")
+    return result
+
+
+def _check_against_manifest(result: RunResult, run_dir: Path, path: Path) -> None:
+    """A result beside a manifest must describe that manifest's ranks (never another run's)."""
+    manifest = run_dir / MANIFEST
+    if not manifest.is_file():
+        return
+    try:
+        num_ranks = json.loads(manifest.read_bytes()).get("num_ranks")
+    except (OSError, ValueError, AttributeError):
+        return  # a broken manifest is the reader's to report; the result stands on its own
+    if isinstance(num_ranks, int) and num_ranks != result.num_ranks:
+        raise RunDirError(
+            f"{path}: {result.num_ranks} ranks but {manifest.name} has {num_ranks}; this result is not "
+            "of these inputs (run `astra-hetero run` on the directory again)"
+        )
+
+
+def relocate(result: RunResult, staging: Path, root: Path) -> RunResult:
+    """The result with paths in its metadata naming where the run directory is published."""
+    old, new = str(staging), str(root)
+
+    def fix(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.replace(old, new)
+        if isinstance(value, list | tuple):
+            return type(value)(fix(v) for v in value)
+        if isinstance(value, dict):
+            return {k: fix(v) for k, v in value.items()}
+        return value
+
+    return dataclasses.replace(result, meta=fix(result.meta))

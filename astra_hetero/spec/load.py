@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from astra_hetero.comm.measured import resolve_spec_tables
 from astra_hetero.errors import SpecError
 from astra_hetero.spec.schema import NcclTestsTable, Spec
+from astra_hetero.spec.yamlfile import read_yaml
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
@@ -59,13 +60,19 @@ def spec_error_from_validation(exc: ValidationError) -> SpecError:
 
 
 def parse_spec(data: Any, source: Path | None = None) -> Spec:
-    """Validate a spec given as plain data (e.g. built in code or read from YAML)."""
+    """Validate a spec given as plain data (e.g. built in code or read from YAML).
+
+    A relative `calibration` path is resolved against the spec file's directory (`source`), else the
+    working directory, and stored absolute; run directories store their own copy (see rundir).
+    """
     if not isinstance(data, dict):
-        raise SpecError("", f"the spec must be a mapping of sections, got {type(data).__name__}")
+        raise SpecError("", f"the spec must be a mapping of sections, got {_kind(data)}")
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
         raise spec_error_from_validation(exc) from None
+    except RecursionError:  # data built in code can nest without bound
+        raise SpecError("", "the spec is nested too deeply") from None
     check_consistency(spec)
     base = source.parent if source is not None else Path.cwd()
     if spec.collectives.nccl_tests:
@@ -75,45 +82,76 @@ def parse_spec(data: Any, source: Path | None = None) -> Spec:
         )
         spec = spec.model_copy(update={"collectives": collectives})
     if spec.calibration is not None:
-        calibration = (base / spec.calibration).resolve()
+        calibration = Path(os.path.abspath(base / spec.calibration))
         if not calibration.is_file():
             raise SpecError("calibration", f"file not found: {calibration}")
         spec = spec.model_copy(update={"calibration": str(calibration)})
     return spec
 
 
-def _read_yaml(path: Path, field: str) -> Any:
-    if not path.is_file():
-        raise SpecError(field, f"file not found: {path}")
-    try:
-        return yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise SpecError(field, f"{path} is not valid YAML: {exc}") from None
+def _kind(data: Any) -> str:
+    return "null (is the file empty?)" if data is None else type(data).__name__
 
 
-def _with_includes(data: Any, source: Path) -> Any:
+MAX_INCLUDE_DEPTH = 16
+
+
+def _with_includes(data: Any, source: Path, chain: tuple[Path, ...]) -> Any:
     """`include: file.yaml` (or a list) pulls in top-level sections, e.g. a network_configs preset.
 
-    Sections the including spec gives itself replace the included ones whole.
+    Sections the including spec gives itself replace the included ones whole. `chain` holds the
+    real paths of the files being read, so a cycle (a file including itself, two files including each
+    other, a symlink pointing back) is reported instead of recursing. An included file is read as
+    private: no error quotes it, since `include:` may name any file.
     """
     if not isinstance(data, dict) or "include" not in data:
         return data
+    data = dict(data)
     includes = data.pop("include")
+    names = includes if isinstance(includes, list) else [includes]
     merged: dict[str, Any] = {}
-    for index, name in enumerate(includes if isinstance(includes, list) else [includes]):
+    for index, name in enumerate(names):
         field = f"include[{index}]" if isinstance(includes, list) else "include"
-        path = (source.parent / str(name)).resolve()
-        included = _with_includes(_read_yaml(path, field), path)
+        if not isinstance(name, str) or not name.strip():
+            raise SpecError(field, f"expected the path of a YAML file, got {_kind(name)}")
+        path = _real_path(source.parent / name, field)
+        if path in chain:
+            cycle = " -> ".join(str(p) for p in (*chain[chain.index(path) :], path))
+            raise SpecError(field, f"include cycle: {cycle}")
+        if len(chain) > MAX_INCLUDE_DEPTH:
+            raise SpecError(field, f"includes nested more than {MAX_INCLUDE_DEPTH} files deep")
+        included = read_yaml(path, field, "included file", private=True)
         if not isinstance(included, dict):
-            raise SpecError(field, f"{name} must hold a mapping of spec sections")
-        merged.update(included)
+            raise SpecError(field, f"{path}: must hold a mapping of spec sections, not {_kind(included)}")
+        if any(key not in SECTIONS for key in included):
+            raise SpecError(
+                field,
+                f"{path}: top-level keys must be spec sections ({', '.join(sorted(SECTIONS))}); "
+                f"{sum(key not in SECTIONS for key in included)} are not",
+            )
+        merged.update(_with_includes(included, path, (*chain, path)))
     merged.update(data)
     return merged
 
 
+SECTIONS = frozenset(Spec.model_fields) | {"include"}
+
+
+def _real_path(path: Path, field: str) -> Path:
+    try:
+        return path.resolve(strict=True)
+    except FileNotFoundError:
+        raise SpecError(field, f"included file not found: {path}") from None
+    except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13)
+        reason = getattr(exc, "strerror", None) or "a symlink loop"
+        raise SpecError(field, f"{path}: cannot be resolved ({reason})") from None
+
+
 def load_spec(path: str | Path) -> Spec:
     path = Path(path)
-    data = _with_includes(_read_yaml(path, ""), path)
+    data = read_yaml(path, "", "spec file")
+    if isinstance(data, dict) and "include" in data:
+        data = _with_includes(data, path, (_real_path(path, ""),))
     return parse_spec(data, source=path)
 
 

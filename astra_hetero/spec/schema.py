@@ -8,20 +8,36 @@ from a preset and override any single number.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PositiveFloat,
-    PositiveInt,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from astra_hetero.comm.catalog import known_architectures
 from astra_hetero.spec.catalog import fabric_catalog, gpu_catalog, model_catalog, normalize_key
+from astra_hetero.spec.types import (
+    BatchSize,
+    Count,
+    Efficiency,
+    Gain,
+    Gbps,
+    GbytesPerS,
+    Gib,
+    KernelOverheadUs,
+    Kilobytes,
+    LatencyNs,
+    MarkingProbability,
+    Mbps,
+    Megahertz,
+    Mib,
+    Microseconds,
+    ModelDim,
+    Multiplier,
+    Oversubscription,
+    Probability,
+    SmallCount,
+    TbytesPerS,
+    Tflops,
+)
 
 
 class Strict(BaseModel):
@@ -42,21 +58,18 @@ def _merge_preset(data: Any, catalog: dict[str, Any], what: str) -> Any:
     return {**record, **data, "preset": key}
 
 
-Fraction = Annotated[float, Field(gt=0, le=1)]
-
-
 class ModelSpec(Strict):
     """A decoder-only transformer; `preset` names one of the catalog's models."""
 
     preset: str | None = Field(None, description="catalog model, e.g. gpt3-175b, llama2-70b")
-    num_layers: PositiveInt
-    hidden_size: PositiveInt
-    num_heads: PositiveInt
-    num_kv_heads: PositiveInt
-    ffn_size: PositiveInt
+    num_layers: SmallCount
+    hidden_size: ModelDim
+    num_heads: ModelDim
+    num_kv_heads: ModelDim
+    ffn_size: ModelDim
     activation: Literal["gelu", "swiglu"]
-    vocab_size: PositiveInt
-    seq_len: PositiveInt
+    vocab_size: ModelDim
+    seq_len: ModelDim
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     tied_embeddings: bool = False
     learned_position_embeddings: bool = False
@@ -93,39 +106,37 @@ class GpuSpec(Strict):
 
     preset: str | None = None
     name: str
-    bf16_tflops: PositiveFloat = Field(description="dense BF16 peak, TFLOP/s")
-    hbm_tbps: PositiveFloat = Field(description="device memory bandwidth, TB/s")
-    memory_gib: PositiveFloat
-    compute_efficiency: Fraction = Field(
+    bf16_tflops: Tflops = Field(description="dense BF16 peak, TFLOP/s")
+    hbm_tbps: TbytesPerS = Field(description="device memory bandwidth, TB/s")
+    memory_gib: Gib
+    compute_efficiency: Efficiency = Field(
         description="achievable fraction of bf16_tflops on large GEMMs (measured MAMF / peak)"
     )
-    memory_efficiency: Fraction = Field(description="achievable fraction of hbm_tbps")
-    compute_multiplier: PositiveFloat = Field(
+    memory_efficiency: Efficiency = Field(description="achievable fraction of hbm_tbps")
+    compute_multiplier: Multiplier = Field(
         1.0, description="scales both throughputs, e.g. 0.5 = half as fast as the preset it starts from"
     )
     architecture: str = Field(
         description="GPU generation (volta, ampere, ada, hopper, blackwell, cdna3): NCCL tunes by it"
     )
-    num_sms: Annotated[int, Field(gt=0, le=100_000)] | None = Field(
+    num_sms: SmallCount | None = Field(
         None, description="SMs / compute units: GEMM tile and wave quantization (None: not modelled)"
     )
-    boost_clock_mhz: Annotated[float, Field(gt=0, le=100_000)] | None = Field(
-        None, description="clock of the vendor's peak figure"
-    )
-    sustained_fraction: Fraction = Field(
+    boost_clock_mhz: Megahertz | None = Field(None, description="clock of the vendor's peak figure")
+    sustained_fraction: Efficiency = Field(
         1.0,
         description="share of the burst compute rates held through a long saturated run (power-limit "
         "clock); multiplies compute_efficiency and the attention efficiencies",
     )
-    kernel_overhead_us: Annotated[float, Field(ge=0, le=1000)] = Field(
+    kernel_overhead_us: KernelOverheadUs = Field(
         1.0, description="fixed cost of every kernel (launch gap and ramp), microseconds"
     )
-    attention_fwd_efficiency: Fraction | None = Field(
+    attention_fwd_efficiency: Efficiency | None = Field(
         None,
         description="fused attention forward at long sequences, fraction of bf16_tflops "
         "(None: compute_efficiency x 0.84, the A100's FlashAttention-2/MAMF ratio)",
     )
-    attention_bwd_efficiency: Fraction | None = Field(
+    attention_bwd_efficiency: Efficiency | None = Field(
         None, description="fused attention backward, fraction of bf16_tflops (None: forward x 0.87)"
     )
 
@@ -172,8 +183,8 @@ class FabricSpec(Strict):
     kind: Literal["nvlink", "pcie", "xgmi"] = Field(
         description="link family: sets the achievable fraction and hop latency in the NCCL model"
     )
-    gbytes_per_s: PositiveFloat
-    latency_ns: Annotated[float, Field(ge=0)]
+    gbytes_per_s: GbytesPerS
+    latency_ns: LatencyNs
 
     @model_validator(mode="before")
     @classmethod
@@ -187,9 +198,9 @@ _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(g|gb|gbps|gbit/s|gbe)?\s*$", re.IGNO
 class NicSpec(Strict):
     """Scale-out NICs of one node: `400`, `"400G"` or `{gbps: 400, count: 8}`."""
 
-    gbps: PositiveFloat
-    count: PositiveInt | None = Field(None, description="NICs per node; default one per GPU")
-    latency_ns: Annotated[float, Field(ge=0)] = Field(
+    gbps: Gbps
+    count: Count | None = Field(None, description="NICs per node; default one per GPU")
+    latency_ns: LatencyNs = Field(
         100.0, description="GPU-to-NIC hop; kept non-zero so no ns-3 link has zero delay"
     )
 
@@ -210,8 +221,8 @@ class NicSpec(Strict):
 
 class NodeGroupSpec(Strict):
     name: str | None = None
-    count: PositiveInt = Field(description="number of nodes")
-    gpus_per_node: PositiveInt
+    count: Count = Field(description="number of nodes")
+    gpus_per_node: Count
     gpu: GpuSpec
     intra_node_fabric: FabricSpec
     nic: NicSpec
@@ -230,10 +241,20 @@ class ClusterSpec(Strict):
 
     @model_validator(mode="after")
     def _names(self) -> ClusterSpec:
-        names = [g.name for g in self.node_groups if g.name is not None]
+        # Unnamed groups are called group<i>; that default must not collide with a given name, or a
+        # mapping naming it would draw GPUs from both groups.
+        names = self.group_names
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise ValueError(f"node group names must be unique; repeated: {', '.join(dupes)}")
+            where = [
+                f"node_groups[{i}]" + ("" if g.name is not None else " (unnamed)")
+                for i, g in enumerate(self.node_groups)
+                if names[i] in dupes
+            ]
+            raise ValueError(
+                f"node group names must be unique; {', '.join(where)} are all called "
+                f"{' / '.join(repr(d) for d in dupes)} (unnamed groups are called group<index>)"
+            )
         return self
 
     @model_validator(mode="after")
@@ -273,21 +294,21 @@ class DcqcnSpec(Strict):
     """DCQCN congestion control (ns-3 CC_MODE 1). Defaults follow the HPCC/ns-3 RDMA reference setup."""
 
     enabled: bool = True
-    alpha_resume_interval_us: PositiveFloat = 1.0
-    rate_decrease_interval_us: PositiveFloat = 4.0
+    alpha_resume_interval_us: Microseconds = 1.0
+    rate_decrease_interval_us: Microseconds = 4.0
     clamp_target_rate: bool = False
-    rp_timer_us: PositiveFloat = 900.0
-    ewma_gain: Fraction = 0.00390625
-    fast_recovery_times: PositiveInt = 1
-    rate_ai_mbps: PositiveFloat = 50.0
-    rate_hai_mbps: PositiveFloat = 100.0
-    min_rate_mbps: PositiveFloat = 100.0
+    rp_timer_us: Microseconds = 900.0
+    ewma_gain: Gain = 0.00390625
+    fast_recovery_times: Count = 1
+    rate_ai_mbps: Mbps = 50.0
+    rate_hai_mbps: Mbps = 100.0
+    min_rate_mbps: Mbps = 100.0
 
 
 class EcnThreshold(Strict):
-    kmin_kb: PositiveFloat
-    kmax_kb: PositiveFloat
-    pmax: Fraction
+    kmin_kb: Kilobytes
+    kmax_kb: Kilobytes
+    pmax: MarkingProbability
 
     @model_validator(mode="after")
     def _order(self) -> EcnThreshold:
@@ -297,38 +318,36 @@ class EcnThreshold(Strict):
 
 
 class Ns3Spec(Strict):
-    buffer_size_mb: PositiveInt = 32
-    packet_payload_bytes: PositiveInt = 1000
+    buffer_size_mb: Count = 32
+    packet_payload_bytes: Count = 1000
     enable_trace: bool = Field(False, description="packet trace; tens of MB even for tiny runs")
-    ecn: dict[float, EcnThreshold] = Field(
+    ecn: dict[Gbps, EcnThreshold] = Field(
         default_factory=dict, description="per link rate in Gbit/s; rates not given are derived"
     )
-    link_error_rate: Annotated[float, Field(ge=0, le=1)] = Field(
+    link_error_rate: Probability = Field(
         0.0, description="keep 0: a non-zero rate is known to hang the ns-3 backend"
     )
 
 
 class NetworkSpec(Strict):
     topology: Literal["single_switch", "spine_leaf", "rail_optimized"] = "spine_leaf"
-    nodes_per_leaf: PositiveInt = Field(4, description="spine_leaf: nodes whose NICs share one leaf")
-    oversubscription: Annotated[float, Field(ge=1)] = Field(
-        1.0, description="leaf downlink : uplink bandwidth ratio"
-    )
-    num_spines: PositiveInt | None = Field(None, description="default: derived from oversubscription")
-    uplink_gbps: PositiveFloat | None = Field(None, description="leaf-spine link rate; default: fastest NIC")
-    link_latency_ns: Annotated[float, Field(ge=0)] = 500.0
+    nodes_per_leaf: Count = Field(4, description="spine_leaf: nodes whose NICs share one leaf")
+    oversubscription: Oversubscription = Field(1.0, description="leaf downlink : uplink bandwidth ratio")
+    num_spines: Count | None = Field(None, description="default: derived from oversubscription")
+    uplink_gbps: Gbps | None = Field(None, description="leaf-spine link rate; default: fastest NIC")
+    link_latency_ns: LatencyNs = 500.0
     dcqcn: DcqcnSpec = DcqcnSpec()
     ns3: Ns3Spec = Ns3Spec()
 
 
 class ParallelismSpec(Strict):
-    tp: PositiveInt = 1
-    pp: PositiveInt = 1
-    dp: PositiveInt = 1
-    micro_batch_size: PositiveInt = 1
-    global_batch_size: PositiveInt = Field(description="sequences per iteration, over all replicas")
+    tp: Count = 1
+    pp: Count = 1
+    dp: Count = 1
+    micro_batch_size: BatchSize = 1
+    global_batch_size: BatchSize = Field(description="sequences per iteration, over all replicas")
     schedule: Literal["1f1b", "gpipe"] = "1f1b"
-    virtual_stages: PositiveInt = Field(
+    virtual_stages: Count = Field(
         1,
         description="model chunks per pipeline stage (Megatron-LM's virtual pipeline size); with 1f1b "
         "and more than 1 the schedule is Megatron-LM's interleaved 1F1B",
@@ -336,7 +355,7 @@ class ParallelismSpec(Strict):
     sequence_parallel: bool = False
     recompute: Literal["none", "selective", "full"] = "none"
     distributed_optimizer: bool = False
-    dp_bucket_mib: PositiveFloat = Field(25.0, description="gradient bucket size for overlapped DP sync")
+    dp_bucket_mib: Mib = Field(25.0, description="gradient bucket size for overlapped DP sync")
     overlap_grad_reduce: bool = Field(
         True,
         description="reduce gradient buckets during the last backward pass (per model chunk once its "
@@ -371,8 +390,8 @@ class MappingSpec(Strict):
         return self
 
 
-Split = Literal["uniform", "auto"] | list[PositiveInt]
-LayerSplit = Literal["uniform", "auto"] | list[PositiveInt] | list[list[PositiveInt]]
+Split = Literal["uniform", "auto"] | list[BatchSize]
+LayerSplit = Literal["uniform", "auto"] | list[BatchSize] | list[list[BatchSize]]
 
 
 class PartitionSpec(Strict):
@@ -425,7 +444,7 @@ class CollectiveSpec(Strict):
         description="measured nccl-tests tables that override the modelled bandwidth, by scope: "
         "intra_node (communicators inside one node) or inter_node",
     )
-    max_in_flight_per_rank: PositiveInt | None = Field(
+    max_in_flight_per_rank: Count | None = Field(
         None,
         description="collectives/sends one rank may run at once in the embedded engine; None = no limit "
         "(separate NCCL streams overlap); 1 = ASTRA-sim's rule (one communication op per NPU)",

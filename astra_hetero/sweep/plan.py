@@ -18,24 +18,28 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from astra_hetero.errors import SpecError
 from astra_hetero.spec import load_spec, parse_spec
 from astra_hetero.spec.load import spec_error_from_validation
+from astra_hetero.spec.types import Seconds
+from astra_hetero.spec.yamlfile import read_yaml
 
 _TOKEN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
 
 
 class Variant(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(pattern=r"^[A-Za-z0-9_.=+-]+$", description="used in the point's directory name")
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9_.=+-]+$", max_length=100, description="used in the point's directory name"
+    )
     set: dict[str, Any] = Field(default_factory=dict, description="dotted path -> value")
 
 
@@ -44,7 +48,7 @@ class SweepFile(BaseModel):
     base: str | dict[str, Any]
     name: str = "sweep"
     backend: str | None = None
-    timeout_s: PositiveFloat | None = None
+    timeout_s: Seconds | None = None
     grid: dict[str, list[Any]] | None = None
     variants: list[Variant] | None = None
 
@@ -74,22 +78,26 @@ class Sweep:
     timeout_s: float | None = None
 
 
-def load_sweep(path: str | Path) -> Sweep:
+MAX_POINTS = 10_000
+
+
+def load_sweep(path: str | Path, max_points: int = MAX_POINTS) -> Sweep:
     path = Path(path)
-    if not path.is_file():
-        raise SpecError("", f"sweep file not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise SpecError("", f"{path} is not valid YAML: {exc}") from None
-    return plan_sweep(data, path.parent)
+    return plan_sweep(read_yaml(path, "", "sweep file"), path.parent, max_points)
 
 
-def plan_sweep(data: Any, directory: Path) -> Sweep:
+def plan_sweep(data: Any, directory: Path, max_points: int = MAX_POINTS) -> Sweep:
     try:
         sweep = SweepFile.model_validate(data)
     except ValidationError as exc:
         raise spec_error_from_validation(exc) from None
+    num_points = math.prod(len(v) for v in sweep.grid.values()) if sweep.grid else len(sweep.variants or [])
+    if num_points > max_points:
+        raise SpecError(
+            "grid" if sweep.grid else "variants",
+            f"{num_points:,} points, more than --max-points {max_points:,}; split the sweep or raise "
+            "the limit",
+        )
     base = _base_data(sweep.base, directory)
     if sweep.grid is not None:
         keys = tuple(sweep.grid)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import multiprocessing
+import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -16,9 +17,11 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from astra_hetero.errors import AstraHeteroError, BackendUnavailable
+from astra_hetero.bounds import WorkLimits
+from astra_hetero.errors import AstraHeteroError, BackendUnavailable, RunDirError
 from astra_hetero.results.model import RunResult
 from astra_hetero.rundir import write_text_atomic
+from astra_hetero.staging import clean_directory
 from astra_hetero.sweep.plan import Sweep, SweepPoint
 
 CSV_NAME = "sweep.csv"
@@ -50,15 +53,23 @@ class PointOutcome:
 OnDone = Callable[[PointOutcome], None]
 
 
-def run_point(point: SweepPoint, out_dir: str, backend: str, options: dict[str, Any]) -> PointOutcome:
-    """Build and run one point; never raises for a failure of the point itself."""
+def run_point(
+    point: SweepPoint,
+    out_dir: str,
+    backend: str,
+    options: dict[str, Any],
+    limits: WorkLimits | None = None,
+    force: bool = False,
+) -> PointOutcome:
+    """Build and run one point (published with its result in one step); never raises for a failure of
+    the point itself."""
     from astra_hetero import pipeline
     from astra_hetero.spec import parse_spec
 
     run_dir = Path(out_dir) / point.name
     try:
-        built = pipeline.build_run_dir(parse_spec(point.spec_data), run_dir)
-        result = pipeline.execute(built.root, backend, **options)
+        spec = parse_spec(point.spec_data)
+        result = pipeline.run_spec(spec, run_dir, backend, limits=limits, force=force, **options)
     except AstraHeteroError as exc:
         return _failed(point, run_dir, str(exc))
     except Exception as exc:  # a bug hit by one point must not end the other points
@@ -74,20 +85,32 @@ def run_point(point: SweepPoint, out_dir: str, backend: str, options: dict[str, 
 
 
 def run_local(
-    sweep: Sweep, out_dir: Path, backend: str, options: dict[str, Any], jobs: int, on_done: OnDone
+    sweep: Sweep,
+    out_dir: Path,
+    backend: str,
+    options: dict[str, Any],
+    jobs: int,
+    on_done: OnDone,
+    limits: WorkLimits | None = None,
+    force: bool = False,
 ) -> list[PointOutcome]:
     if jobs < 1:
         raise BackendUnavailable(f"--jobs must be at least 1, got {jobs}")
     outcomes = []
     if jobs == 1:
         for point in sweep.points:
-            outcomes.append(run_point(point, str(out_dir), backend, options))
+            outcomes.append(run_point(point, str(out_dir), backend, options, limits, force))
             on_done(outcomes[-1])
         return outcomes
-    # spawn: the parent runs a progress thread, and forking a threaded process is unsafe.
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+    # spawn: the parent runs a progress thread, and forking a threaded process is unsafe. Workers ignore
+    # SIGINT: Ctrl-C reaches the whole process group, and the parent alone decides what happens.
+    pool = ProcessPoolExecutor(
+        jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_sigint
+    )
+    try:
         futures = {
-            pool.submit(run_point, point, str(out_dir), backend, options): point for point in sweep.points
+            pool.submit(run_point, point, str(out_dir), backend, options, limits, force): point
+            for point in sweep.points
         }
         for future in as_completed(futures):
             point = futures[future]
@@ -97,11 +120,34 @@ def run_local(
                 outcome = _failed(point, out_dir / point.name, f"worker failed: {type(exc).__name__}: {exc}")
             outcomes.append(outcome)
             on_done(outcome)
+    except BaseException:
+        _stop(pool)  # interrupted: end the points in flight, and remove what they were building
+        clean_directory(out_dir)
+        raise
+    pool.shutdown()
     return sorted(outcomes, key=lambda o: o.index)
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    processes = getattr(pool, "_processes", None) or {}  # the executor has no public way to stop them
+    for process in list(processes.values()):
+        process.terminate()
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
 def run_on_ray(
-    sweep: Sweep, out_dir: Path, backend: str, options: dict[str, Any], address: str, on_done: OnDone
+    sweep: Sweep,
+    out_dir: Path,
+    backend: str,
+    options: dict[str, Any],
+    address: str,
+    on_done: OnDone,
+    limits: WorkLimits | None = None,
+    force: bool = False,
 ) -> list[PointOutcome]:
     """Each point as one Ray task. OUT_DIR must be on a filesystem every Ray node sees."""
     try:
@@ -115,7 +161,9 @@ def run_on_ray(
         ray.init(address=address)
     try:
         task = ray.remote(run_point)
-        pending = {task.remote(point, str(out_dir), backend, options): point for point in sweep.points}
+        pending = {
+            task.remote(point, str(out_dir), backend, options, limits, force): point for point in sweep.points
+        }
         outcomes = []
         while pending:
             (ready,), _ = ray.wait(list(pending), num_returns=1)
@@ -140,16 +188,22 @@ def run_sweep(
     jobs: int = 1,
     ray_address: str | None = None,
     on_done: OnDone | None = None,
+    limits: WorkLimits | None = None,
+    force: bool = False,
 ) -> list[PointOutcome]:
     """Run every point, write OUT_DIR/sweep.csv, return the outcomes in point order."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise RunDirError(f"{out_dir}: cannot be used as the sweep directory ({reason})") from None
     options = {key: value for key, value in (options or {}).items() if value is not None}
     on_done = on_done or (lambda outcome: None)
     if ray_address:
-        outcomes = run_on_ray(sweep, out_dir, backend, options, ray_address, on_done)
+        outcomes = run_on_ray(sweep, out_dir, backend, options, ray_address, on_done, limits, force)
     else:
-        outcomes = run_local(sweep, out_dir, backend, options, jobs, on_done)
+        outcomes = run_local(sweep, out_dir, backend, options, jobs, on_done, limits, force)
     write_csv(out_dir / CSV_NAME, sweep.override_keys, outcomes)
     return outcomes
 

@@ -18,6 +18,7 @@ Choices that keep the simulator healthy and DCQCN meaningful:
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -33,12 +34,10 @@ from astra_hetero.units import format_delay_ns, format_rate_gbps
 
 NS3_FLOW = "ns3/flow.txt"
 NS3_TRACE = "ns3/trace.txt"
-NS3_OUTPUTS = {
-    "trace_output": "ns3/mix.tr",
-    "fct_output": "ns3/fct.txt",
-    "pfc_output": "ns3/pfc.txt",
-    "qlen_output": "ns3/qlen.txt",
-}
+# What ns-3 writes as it runs (results, not inputs: a rerun never carries them over).
+NS3_OUTPUTS = dict(
+    zip(("trace_output", "fct_output", "pfc_output", "qlen_output"), rundir.NS3_RUN_OUTPUTS, strict=True)
+)
 CC_MODE_DCQCN = 1
 CC_MODE_NONE = 12
 
@@ -79,6 +78,8 @@ def rate_bps(rate_gbps: float) -> int:
 
 
 def _number(value: float) -> str:
+    if not math.isfinite(value):  # a bug guard: the spec's types admit only finite numbers
+        raise ValueError(f"refusing to write the non-finite number {value!r} into an ns-3 input")
     return f"{value:.10g}"
 
 

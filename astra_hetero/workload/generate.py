@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from astra_hetero import rundir
 from astra_hetero.chakra_io import write_trace
 from astra_hetero.comm.measured import copy_tables, table_records
+from astra_hetero.errors import InfeasiblePlan
 from astra_hetero.spec.catalog import gpu_catalog
 from astra_hetero.spec.schema import Spec
 from astra_hetero.workload.blocks import DeviceBlocks, device_blocks
@@ -183,9 +183,10 @@ def class_graph(plan: WorkloadPlan, ctx: RankContext) -> RankGraph:
 def encoded_traces(plan: WorkloadPlan, progress: Progress | None = None) -> Iterator[tuple[int, bytes]]:
     """(rank, trace bytes) for every rank, after checking the whole workload's invariants."""
     classes: dict[RankContext, tuple[ClassEncoder, ClassSummary]] = {}
-    for ctx in plan.contexts:
+    for rank, ctx in enumerate(plan.contexts):
         if ctx not in classes:
             graph = class_graph(plan, ctx)
+            check_magnitudes(graph, plan.layout.devices[rank].group_index, rank)
             classes[ctx] = (ClassEncoder(graph), summarize(graph))
     check_bound(
         [(b, classes[c][1]) for b, c in zip(plan.bindings, plan.contexts, strict=True)],
@@ -195,6 +196,32 @@ def encoded_traces(plan: WorkloadPlan, progress: Progress | None = None) -> Iter
         yield binding.rank, classes[ctx][0].encode(binding)
         if progress:
             progress(1)
+
+
+# One rank computing for longer than this per iteration (about 116 days) means a GPU described far
+# too slow; Chakra's integer fields (int64) bound sizes and FLOP counts.
+MAX_RANK_COMPUTE_NS = 10**16
+MAX_FIELD = 2**62
+
+
+def check_magnitudes(graph: RankGraph, group_index: int, rank: int) -> None:
+    """InfeasiblePlan if the traces would carry times or sizes that are not finite or do not fit."""
+    total_ns = 0.0
+    for node in graph.nodes:
+        total_ns += node.time_ns
+        fits = 0 <= node.time_ns < math.inf and 0 <= node.flops < MAX_FIELD and 0 <= node.bytes < MAX_FIELD
+        if not fits:
+            raise InfeasiblePlan(
+                f"cluster.node_groups[{group_index}].gpu",
+                f"node {node.name!r} of rank {rank} gets time {node.time_ns} ns, {node.flops} FLOPs, "
+                f"{node.bytes} bytes: out of range for a trace (check the GPU's numbers and the model)",
+            )
+    if total_ns > MAX_RANK_COMPUTE_NS:
+        raise InfeasiblePlan(
+            f"cluster.node_groups[{group_index}].gpu",
+            f"rank {rank} would compute for {total_ns / 1e9 / 86400:.3g} days per iteration; the GPU's "
+            "numbers (bf16_tflops, hbm_tbps, efficiencies, compute_multiplier) are far too small",
+        )
 
 
 def manifest(plan: WorkloadPlan) -> dict[str, Any]:
@@ -267,5 +294,5 @@ def write_workload(spec: Spec, staging: Path, progress: Progress | None = None) 
     copy_tables(spec.collectives.nccl_tests, staging)
     (staging / rundir.COMM_GROUPS).write_text(json.dumps({g.id: list(g.ranks) for g in plan.groups}) + "\n")
     (staging / rundir.MANIFEST).write_text(json.dumps(manifest(plan), indent=1) + "\n")
-    (staging / rundir.SPEC).write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
+    rundir.write_spec(staging, spec.model_dump(mode="json"))
     return plan

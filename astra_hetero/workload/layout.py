@@ -67,10 +67,11 @@ def build_layout(spec: Spec) -> Layout:
             key, field = pool_for(stage, replica)
             pool, start = pools[key], cursor[key]
             if start + par.tp > len(pool):
+                cells = sum(pool_for(s, r)[0] == key for s in range(par.pp) for r in range(par.dp))
                 raise SpecError(
                     field,
-                    f"node group {key!r} has {len(pool)} GPUs, too few for the cells "
-                    f"mapped to it ({par.tp} GPUs each)",
+                    f"node group {key!r} has {len(pool)} GPUs, too few for the {cells} cells "
+                    f"mapped to it ({par.tp} GPUs each, {cells * par.tp} in all)",
                 )
             cell = pool[start : start + par.tp]
             cursor[key] = start + par.tp

@@ -49,11 +49,12 @@ def test_execute_writes_result_only_on_success_and_keeps_the_log(tmp_path, bin_d
     assert read_result(run_dir) == result
     assert (run_dir / "trace.json").is_file()
 
-    (run_dir / "result.json").unlink()
-    (run_dir / "trace.json").unlink()
+    before = {p.name: p.read_bytes() for p in (run_dir / "result.json", run_dir / "trace.json")}
     silent = write_fake_binary(tmp_path / "silent", BINARIES["analytical-unaware"],
                                OUTPUTS / "FAIL_missing_comm_size_exit0_no_finish_stdout.txt")
-    with pytest.raises(BackendFailed, match="exited 0 but 0 of 16 ranks"):
+    with pytest.raises(BackendFailed, match="exited 0 but 0 of 16 ranks") as failed:
         execute(run_dir, "analytical-unaware", binary=str(silent))
-    assert not (run_dir / "result.json").exists() and not (run_dir / "trace.json").exists()
-    assert "comm_size not found" in (run_dir / "logs/analytical-unaware.log").read_text()
+    # The failed rerun leaves the previous result of these inputs as it was, and keeps its own log.
+    assert {name: (run_dir / name).read_bytes() for name in before} == before
+    assert "comm_size not found" in (run_dir / "logs/analytical-unaware.failed.log").read_text()
+    assert "logs/analytical-unaware.failed.log" in str(failed.value)

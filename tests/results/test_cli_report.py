@@ -27,7 +27,8 @@ def test_report_compares_two_runs(tmp_path, capsys) -> None:
 def test_single_run_report_defaults_into_the_run_directory(tmp_path) -> None:
     write_result(tmp_path / "mixed", mixed_result())
     assert main(["report", str(tmp_path / "mixed"), "--no-plots"]) == 0
-    assert sorted(p.name for p in (tmp_path / "mixed" / "report").iterdir()) == ["report.json", "report.md"]
+    written = sorted(p.name for p in (tmp_path / "mixed" / "report").iterdir())
+    assert written == [".astra-hetero.json", "report.json", "report.md"]  # the marker: a report of ours
 
 
 def test_run_directory_without_result_is_an_input_error(tmp_path, capsys) -> None:

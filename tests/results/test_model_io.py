@@ -14,8 +14,13 @@ from tests.results.builders import mixed_result
 
 
 def test_result_round_trips_through_json_text() -> None:
-    result = replace(mixed_result(), warnings=("rank 3: late",), exit_status=0, wall_time_s=1.25,
-                     meta={"spec": "tiny", "nested": {"a": [1, 2]}})
+    result = replace(
+        mixed_result(),
+        warnings=("rank 3: late",),
+        exit_status=0,
+        wall_time_s=1.25,
+        meta={"spec": "tiny", "nested": {"a": [1, 2]}},
+    )
     data = json.loads(json.dumps(result.to_json()))
     assert data["format"] == RESULT_FORMAT
     assert RunResult.from_json(data) == result
@@ -38,3 +43,64 @@ def test_malformed_result_names_the_file(tmp_path) -> None:
     (tmp_path / "result.json").write_text('{"backend": "embedded"')
     with pytest.raises(RunDirError, match="result.json: not a result file"):
         read_result(tmp_path)
+
+
+def result_data(**rank_changes) -> dict:
+    data = mixed_result().to_json()
+    data["ranks"][0].update(rank_changes)
+    return data
+
+
+@pytest.mark.parametrize(
+    "data,says",
+    [
+        (result_data(compute_us=float("nan")), "ranks[0].compute_us = nan"),
+        (result_data(idle_us=-5.0), "ranks[0].idle_us = -5.0"),
+        (result_data(finish_us="late"), "ranks[0].finish_us: Input should be a valid number"),
+        (result_data(stage="first"), "ranks[0].stage"),
+        (result_data(rank=3), "describes rank 3"),
+        ({**mixed_result().to_json(), "iteration_time_us": float("inf")}, "iteration_time_us = inf"),
+        ({**mixed_result().to_json(), "ranks": []}, "no ranks"),
+        ({**mixed_result().to_json(), "ranks": [[1, 2]]}, "not a result file"),
+        ([1, 2, 3], "not a result file"),
+    ],
+    ids=[
+        "nan",
+        "negative",
+        "string-time",
+        "string-stage",
+        "order",
+        "inf-iteration",
+        "no-ranks",
+        "list-rank",
+        "not-object",
+    ],
+)
+def test_a_result_with_impossible_values_is_refused(tmp_path, data, says) -> None:
+    (tmp_path / "result.json").write_text(json.dumps(data))
+    with pytest.raises(RunDirError) as caught:
+        read_result(tmp_path)
+    assert says in str(caught.value)
+
+
+def test_binary_garbage_is_not_quoted(tmp_path) -> None:
+    (tmp_path / "result.json").write_bytes(b"\xff\xfe secret \x00")
+    with pytest.raises(RunDirError) as caught:
+        read_result(tmp_path)
+    assert "secret" not in str(caught.value)
+
+
+def test_a_result_of_other_inputs_is_refused(tmp_path) -> None:
+    write_result(tmp_path, mixed_result())
+    (tmp_path / "manifest.json").write_text(json.dumps({"num_ranks": 128}))
+    with pytest.raises(RunDirError, match="not of these inputs"):
+        read_result(tmp_path)
+
+
+def test_a_non_finite_result_is_never_written(tmp_path) -> None:
+    from astra_hetero.errors import BackendFailed
+
+    broken = replace(mixed_result(), iteration_time_us=float("nan"))
+    with pytest.raises(BackendFailed, match="iteration_time_us = nan"):
+        write_result(tmp_path, broken)
+    assert not (tmp_path / "result.json").exists()

@@ -36,7 +36,7 @@ BAD = {
         "parallelism.virtual_stages",
         "exceed the model's 8 layers",
     ),
-    "zero virtual stages": (spec_data(virtual_stages=0), "parallelism.virtual_stages", "greater than 0"),
+    "zero virtual stages": (spec_data(virtual_stages=0), "parallelism.virtual_stages", "greater than or equal to 1"),
     "uniform layers not divisible by pp·v": (
         spec_data(virtual_stages=3),
         "partition.layers",
@@ -85,7 +85,7 @@ BAD = {
     "empty chunk": (
         spec_data({"layers": [4, 0, 2, 2]}, virtual_stages=2),
         "partition.layers",
-        "greater than 0",
+        "greater than or equal to 1",
     ),
     "param gather overlap without the distributed optimizer": (
         spec_data(overlap_param_gather=True),

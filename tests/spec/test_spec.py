@@ -74,8 +74,10 @@ BAD_SPECS = {
         "cluster.node_groups[1].intra_node_fabric",
         "unknown intra_node_fabric preset",
     ),
-    "negative count": (with_group(0, count=-2), "cluster.node_groups[0].count", "greater than 0"),
-    "zero gpus": (with_group(0, gpus_per_node=0), "cluster.node_groups[0].gpus_per_node", "greater than 0"),
+    "negative count": (with_group(0, count=-2), "cluster.node_groups[0].count", "greater than or equal to 1"),
+    "zero gpus": (
+        with_group(0, gpus_per_node=0), "cluster.node_groups[0].gpus_per_node", "greater than or equal to 1"
+    ),
     "unknown key": (with_parallelism(pipeline_parallel=4), "parallelism.pipeline_parallel", "unknown field"),
     "tp does not divide heads": (
         make_spec_data(
@@ -170,3 +172,20 @@ def test_missing_spec_file_and_bad_yaml(tmp_path: Path):
 def test_shipped_examples_are_valid_and_feasible(path):
     plan = plan_workload(load_spec(path))
     assert sum(plan.partition.layers_per_stage) == plan.spec.model.num_layers
+
+
+def test_an_unnamed_groups_default_name_cannot_collide_with_a_given_one():
+    data = make_spec_data()
+    data["cluster"]["node_groups"][0].pop("name")
+    data["cluster"]["node_groups"][1]["name"] = "group0"
+    with pytest.raises(SpecError, match="group0") as caught:
+        parse_spec(data)
+    assert caught.value.field == "cluster" and "unnamed" in str(caught.value)
+
+
+def test_too_few_gpus_for_the_mapped_cells_gives_the_counts():
+    data = make_spec_data(mapping={"replicas": ["h100", "h100", "h100", "a100"]})
+    with pytest.raises(SpecError) as caught:
+        plan_workload(parse_spec(data))
+    message = str(caught.value)
+    assert "has 8 GPUs" in message and "6 cells" in message and "12 in all" in message

@@ -84,3 +84,25 @@ def test_a_bad_base_spec_is_named(tmp_path):
     with pytest.raises(SpecError, match="parallelism"):
         plan_sweep({"base": make_spec_data(parallelism={"tp": 3, "global_batch_size": 4}),
                     "grid": {"name": ["x"]}}, tmp_path)
+
+
+def test_a_billion_laughs_value_in_a_variant_is_refused_while_reading(tmp_path):
+    from tests.spec.test_yamlfile import billion_laughs
+
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(make_spec_data()))
+    laughs = billion_laughs().replace("\n", "\n  ")
+    (tmp_path / "sweep.yaml").write_text(
+        f"base: base.yaml\nlaughs:\n  {laughs}\nvariants:\n  - {{name: a, set: {{name: *l8}}}}\n"
+    )
+    with pytest.raises(SpecError, match="expands to more than"):
+        load_sweep(tmp_path / "sweep.yaml")
+
+
+def test_a_grid_with_too_many_points_is_refused_before_it_is_expanded(tmp_path):
+    grid = {"parallelism.dp_bucket_mib": list(range(1, 101)), "network.link_latency_ns": list(range(100)),
+            "network.oversubscription": list(range(1, 101))}
+    with pytest.raises(SpecError, match="1,000,000 points") as caught:
+        plan_sweep({"base": make_spec_data(), "grid": grid}, tmp_path)
+    assert caught.value.field == "grid" and "--max-points" in str(caught.value)
+    small = {key: values[:2] for key, values in grid.items()}
+    assert len(plan_sweep({"base": make_spec_data(), "grid": small}, tmp_path, max_points=8).points) == 8

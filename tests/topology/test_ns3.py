@@ -166,3 +166,13 @@ def test_link_delays_come_from_the_spec(tmp_path):
     gpu_links = [link for link in topo.links if link[0] < 16 and link[2] > 1000]
     assert {link[3] for link in gpu_links} == {500.0}  # NVLink hop latency from the fabric catalog
     assert 1500.0 in {link[3] for link in topo.links}
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), -1.0])
+def test_writers_refuse_numbers_ns3_would_misread(value):
+    from astra_hetero.units import format_delay_ns, format_rate_gbps
+
+    with pytest.raises(ValueError):
+        format_delay_ns(value)
+    with pytest.raises(ValueError):
+        format_rate_gbps(value)

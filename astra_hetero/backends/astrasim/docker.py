@@ -18,7 +18,7 @@ import requests.exceptions
 
 from astra_hetero.backends.astrasim.command import Command
 from astra_hetero.backends.astrasim.locate import BIN_DIR_ENV
-from astra_hetero.backends.astrasim.process import ProcessOutcome, log_header
+from astra_hetero.backends.astrasim.process import ProcessOutcome, log_header, open_log
 from astra_hetero.errors import BackendFailed, BackendUnavailable
 
 CONTAINER_ROOT = PurePosixPath("/astra-hetero/run")
@@ -68,11 +68,10 @@ class DockerRunner:
         return str(PurePosixPath(directory) / name) if directory else name
 
     def run(self, command: Command, run_dir: Path, log_path: Path, timeout_s: float | None) -> ProcessOutcome:
-        log_path.parent.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         container = self._start(command, run_dir)
         try:
-            with open(log_path, "wb") as log:
+            with open_log(log_path) as log:
                 log.write(log_header(command).encode())
                 copier = threading.Thread(target=_copy_logs, args=(container, log), daemon=True)
                 copier.start()

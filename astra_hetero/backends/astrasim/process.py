@@ -12,9 +12,11 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from astra_hetero.backends.astrasim.command import Command
 from astra_hetero.errors import BackendUnavailable
+from astra_hetero.rundir import open_output
 
 # After SIGTERM, how long a timed-out simulator may take to exit before it gets SIGKILL.
 TERMINATE_GRACE_S = 5.0
@@ -34,11 +36,16 @@ def log_header(command: Command) -> str:
     return f"# astra-hetero: cwd={command.cwd} argv={list(command.argv)}\n"
 
 
+def open_log(log_path: Path) -> BinaryIO:
+    """The log file, opened without following a symlink anywhere under the run directory
+    (`logs/` or the log itself pointing elsewhere must not make us overwrite a file outside)."""
+    return open_output(log_path.parents[1], f"{log_path.parent.name}/{log_path.name}")
+
+
 def run_native(command: Command, log_path: Path, timeout_s: float | None) -> ProcessOutcome:
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     Path(command.cwd).mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with open(log_path, "wb") as log:
+    with open_log(log_path) as log:
         log.write(log_header(command).encode())
         log.flush()
         try:

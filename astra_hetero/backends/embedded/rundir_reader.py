@@ -54,6 +54,7 @@ def read_run_dir(root: Path, workers: int | None = None) -> SimInput:
     root = Path(root)
     if not root.is_dir():
         raise RunDirError(f"{root}: not a directory")
+    rundir.check_inputs_inside(root)
     manifest = rundir.RunDir(root).read_manifest() if (root / rundir.MANIFEST).is_file() else {}
     prefix = _trace_prefix(root, manifest)
     num_ranks = _num_ranks(root, manifest, prefix)
@@ -78,7 +79,7 @@ def read_run_dir(root: Path, workers: int | None = None) -> SimInput:
 
 def _trace_prefix(root: Path, manifest: dict[str, Any]) -> Path:
     if "workload_prefix" in manifest:
-        return root / str(manifest["workload_prefix"])
+        return rundir.inside(root, str(manifest["workload_prefix"]), "manifest.json workload_prefix")
     for folder in (root / rundir.WORKLOAD_DIR, root):
         names = {m.group(1) for p in folder.glob("*.0.et") if (m := re.fullmatch(r"(.+)\.0\.et", p.name))}
         if len(names) > 1:

@@ -1,0 +1,202 @@
+"""How much work a spec asks for, estimated from the spec alone before any of it is done.
+
+A valid spec can still ask for more than a machine can do: `global_batch_size: 1e12` on 8 GPUs is a
+trillion micro-batches, `num_spines: 1000000` a million switches. The estimate costs microseconds;
+past a limit the user can raise (`--max-nodes`, `--max-links`, `--max-flows`) the spec is refused with
+the numbers and the field that drives them, instead of running for hours or dying of MemoryError.
+
+Trace nodes: summed over ranks, a rank's work is its micro-batches times its layers, and over all
+ranks Σ micro-batches(replica) × layers(stage) = tp × micro-batches × layers whatever the partition,
+so the estimate is exact in its shape; the per-layer and per-micro-batch constants are those of the
+generator (workload/graph.py), checked against real generation in tests/test_bounds.py.
+Network: nodes and links are counted the way topology/cluster.py builds them.
+Flows: every collective step is one transfer; a ring over g ranks takes 2(g−1) steps per rank (an
+upper bound for the hierarchical algorithm).
+
+Some limits are formats', not resources', and cannot be raised: pipeline message tags are int32 and
+number micro-batches below 10^6 (workload/graph.py `p2p_tag`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from astra_hetero.errors import FieldError
+from astra_hetero.spec.schema import Spec
+
+# Trace nodes per layer per micro-batch on a rank with tp > 1: compute and TP collective alternate,
+# 8 without sequence parallelism, 16 with it; full recompute adds half as many again.
+NODES_PER_LAYER = 8
+# Per micro-batch (pipeline send/recv, embedding, head, loss) and per layer once (gradient buckets).
+NODES_PER_MICRO_BATCH = 4
+NODES_PER_LAYER_ONCE = 2
+NODES_PER_RANK = 12  # optimizer step, tail bucket, embedding sync
+
+MAX_MICRO_BATCHES = 1_000_000  # pipeline tags number micro-batches below this (graph.p2p_tag)
+MAX_TAG = 2**31 - 1
+
+
+class WorkTooLarge(FieldError):
+    """The spec asks for more work than the limits allow (exit code 2: change the spec or the limit)."""
+
+
+@dataclass(frozen=True)
+class WorkLimits:
+    max_nodes: int = 5_000_000  # trace nodes over all ranks (GPT-3 175B on 1024 GPUs has 1.7 M)
+    max_links: int = 200_000  # network links (1024 GPUs in spine-leaf: about 5,000)
+    max_flows: int = 200_000_000  # network transfers the collectives make (same run: about 10^7)
+
+
+@dataclass(frozen=True)
+class WorkEstimate:
+    ranks: int
+    micro_batches: int
+    trace_nodes: int
+    network_nodes: int
+    network_links: int
+    flows: int
+    links_field: str  # the spec field that most drives the link count
+
+
+def estimate_work(spec: Spec) -> WorkEstimate:
+    par, cluster = spec.parallelism, spec.cluster
+    micro_batches = par.global_batch_size // par.micro_batch_size
+    layers = spec.model.num_layers
+    ranks = cluster.num_gpus
+    per_layer = 0
+    if par.tp > 1:
+        per_layer = NODES_PER_LAYER * (2 if par.sequence_parallel else 1)
+        per_layer += per_layer // 2 if par.recompute == "full" else 0
+    chunks = _virtual_stages(spec)
+    trace_nodes = (
+        par.tp * micro_batches * layers * per_layer
+        + NODES_PER_MICRO_BATCH * par.tp * par.pp * chunks * micro_batches
+        + NODES_PER_LAYER_ONCE * par.tp * par.dp * layers
+        + NODES_PER_RANK * ranks
+    )
+    tp_flows = par.tp * micro_batches * layers * (per_layer // 2) * 2 * (par.tp - 1)
+    dp_flows = (par.tp * par.dp * layers + 2 * ranks) * 2 * (par.dp - 1)
+    p2p_flows = 2 * par.tp * par.pp * chunks * micro_batches
+    network_nodes, network_links, links_field = _network_size(spec)
+    return WorkEstimate(
+        ranks,
+        micro_batches,
+        trace_nodes,
+        network_nodes,
+        network_links,
+        tp_flows + dp_flows + p2p_flows,
+        links_field,
+    )
+
+
+def _network_size(spec: Spec) -> tuple[int, int, str]:
+    """(nodes, links, the field driving the count) of the cluster graph topology/cluster.py builds."""
+    net = spec.network
+    nodes = links = 0
+    biggest, biggest_field = -1, "cluster.node_groups"
+    access_down: list[tuple[int, float]] = []  # per access switch kind: (count, downlink Gbit/s each)
+    for i, group in enumerate(spec.cluster.node_groups):
+        nics = group.nics_per_node
+        intra = group.gpus_per_node > 1 or nics != group.gpus_per_node
+        node_links = (group.gpus_per_node if intra else 0) + 2 * nics
+        nodes += group.count * (group.gpus_per_node + int(intra) + nics)
+        links += group.count * node_links
+        if group.count * node_links > biggest:
+            biggest = group.count * node_links
+            more_nics = nics > group.gpus_per_node
+            biggest_field = f"cluster.node_groups[{i}]." + ("nic.count" if more_nics else "count")
+        if net.topology == "spine_leaf":
+            leaves = math.ceil(group.count / net.nodes_per_leaf)
+            per_leaf = min(group.count, net.nodes_per_leaf) * nics * group.nic.gbps
+            access_down.append((leaves, per_leaf))
+    if net.topology == "single_switch":
+        access = [(1, 0.0)]
+    elif net.topology == "rail_optimized":
+        rails = max(g.nics_per_node for g in spec.cluster.node_groups)
+        per_rail = sum(g.count * g.nic.gbps for g in spec.cluster.node_groups)
+        access = [(rails, per_rail)]
+    else:
+        access = access_down
+    num_access = sum(count for count, _ in access)
+    nodes += num_access
+    spines = 0
+    if num_access >= 2:
+        if net.num_spines is not None:
+            spines, field = net.num_spines, "network.num_spines"
+        else:
+            fastest = max(g.nic.gbps for g in spec.cluster.node_groups)
+            uplink = net.uplink_gbps or fastest
+            spines = max(math.ceil(down / net.oversubscription / uplink - 1e-9) for _, down in access)
+            field = "network.uplink_gbps" if net.uplink_gbps else "network.oversubscription"
+        if num_access * spines > biggest:
+            biggest_field = field
+    return nodes + spines, links + num_access * spines, biggest_field
+
+
+def check_work(
+    spec: Spec, limits: WorkLimits, *, workload: bool = True, topology: bool = True
+) -> WorkEstimate:
+    """The estimate, or WorkTooLarge naming the field and the limit to raise."""
+    work = estimate_work(spec)
+    par = spec.parallelism
+    if workload and work.trace_nodes > limits.max_nodes:
+        field = (
+            "parallelism.global_batch_size"
+            if work.micro_batches >= spec.model.num_layers
+            else "model.num_layers"
+        )
+        raise WorkTooLarge(
+            field,
+            f"the traces would hold about {_count(work.trace_nodes)} nodes (tp {par.tp} × "
+            f"{work.micro_batches:,} micro-batches × {spec.model.num_layers:,} layers on "
+            f"{work.ranks:,} GPUs), more than --max-nodes {limits.max_nodes:,}; make the run smaller or "
+            "raise the limit",
+        )
+    if (workload or topology) and work.network_links > limits.max_links:
+        raise WorkTooLarge(
+            work.links_field,
+            f"the network would have about {_count(work.network_links)} links and "
+            f"{_count(work.network_nodes)} nodes, more than --max-links {limits.max_links:,}; "
+            "make the cluster smaller or raise the limit",
+        )
+    if workload and work.flows > limits.max_flows:
+        field = "parallelism.dp" if par.dp >= par.tp else "parallelism.tp"
+        raise WorkTooLarge(
+            field,
+            f"the collectives would make about {_count(work.flows)} network transfers "
+            f"(tp {par.tp}, dp {par.dp}, {work.micro_batches:,} micro-batches), more than "
+            f"--max-flows {limits.max_flows:,}; make the run smaller or raise the limit",
+        )
+    if work.ranks > MAX_TAG:
+        raise WorkTooLarge("cluster.node_groups", f"{work.ranks:,} GPUs: Chakra numbers ranks as int32")
+    boundaries = par.pp * _virtual_stages(spec) - 1
+    if boundaries * 2 * MAX_MICRO_BATCHES > MAX_TAG:
+        raise WorkTooLarge(
+            "parallelism.pp", f"pp={par.pp}: pipeline message tags allow at most about 1,000 (virtual) stages"
+        )
+    if _most_micro_batches(spec, work.micro_batches) >= MAX_MICRO_BATCHES:
+        raise WorkTooLarge(
+            "parallelism.global_batch_size",
+            f"{work.micro_batches:,} micro-batches over dp={par.dp} replicas: pipeline message tags "
+            f"number fewer than {MAX_MICRO_BATCHES:,} micro-batches per replica",
+        )
+    return work
+
+
+def _virtual_stages(spec: Spec) -> int:
+    """Model chunks per pipeline stage: interleaved 1F1B sends across every chunk boundary. (The field
+    arrives with the interleaved schedule; a spec without it has one chunk per stage.)"""
+    return int(getattr(spec.parallelism, "virtual_stages", 1))
+
+
+def _most_micro_batches(spec: Spec, micro_batches: int) -> int:
+    """The largest share one replica can get (exact for uniform and lists; `auto` may give all but dp−1)."""
+    split, dp = spec.partition.micro_batches, spec.parallelism.dp
+    if isinstance(split, list):
+        return max(split)
+    return math.ceil(micro_batches / dp) if split == "uniform" else micro_batches - (dp - 1)
+
+
+def _count(n: int) -> str:
+    return f"{n:,}" if n < 10**7 else f"{n:.2g}".replace("e+", "e")

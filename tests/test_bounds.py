@@ -1,0 +1,141 @@
+"""The work a spec asks for is estimated before it is done, close to what generation then does, and
+refused past limits that can be raised, with the field that drives it."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+import yaml
+
+from astra_hetero.bounds import WorkLimits, WorkTooLarge, check_work, estimate_work
+from astra_hetero.cli.main import main
+from astra_hetero.spec import load_spec, parse_spec
+from astra_hetero.topology import build_cluster_graph
+from astra_hetero.workload.generate import class_graph, plan_workload
+from tests.conftest import make_spec_data
+
+ROOT = Path(__file__).parents[1]
+
+
+def trace_nodes(spec) -> int:
+    plan = plan_workload(spec)
+    sizes: dict = {}
+    for ctx in plan.contexts:
+        if ctx not in sizes:
+            sizes[ctx] = len(class_graph(plan, ctx).nodes)
+    return sum(sizes[ctx] for ctx in plan.contexts)
+
+
+def sixteen_gpus(tp: int, pp: int, layers: int, per_replica: int, **parallelism) -> dict:
+    data = make_spec_data()
+    data["model"]["num_layers"] = layers
+    data["cluster"]["node_groups"] = [
+        {
+            "name": "h",
+            "count": 4,
+            "gpus_per_node": 4,
+            "gpu": "h100-sxm",
+            "intra_node_fabric": "nvlink4",
+            "nic": 400,
+        }
+    ]
+    dp = 16 // (tp * pp)
+    data["parallelism"] = {"tp": tp, "pp": pp, "dp": dp, "global_batch_size": per_replica * dp, **parallelism}
+    return data
+
+
+CASES = [
+    (tp, pp, layers, mb, sp, recompute)
+    for tp, pp, layers, mb, sp, recompute in itertools.product(
+        [1, 2, 4], [1, 4], [4, 16], [1, 8], [False, True], ["none", "full"]
+    )
+    if not (sp and tp == 1)
+]
+
+
+@pytest.mark.parametrize("tp,pp,layers,mb,sp,recompute", CASES)
+def test_trace_node_estimate_is_close_to_what_is_generated(tp, pp, layers, mb, sp, recompute):
+    spec = parse_spec(sixteen_gpus(tp, pp, layers, mb, sequence_parallel=sp, recompute=recompute))
+    ratio = estimate_work(spec).trace_nodes / trace_nodes(spec)
+    assert 0.8 <= ratio <= 3.0
+
+
+NETWORK_SPECS = sorted((ROOT / "network_configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", NETWORK_SPECS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("topology", ["single_switch", "spine_leaf", "rail_optimized"])
+def test_network_size_is_counted_as_the_cluster_is_built(path, topology):
+    shipped = yaml.safe_load(path.read_text())
+    data = make_spec_data(
+        cluster=shipped["cluster"], network={**shipped.get("network", {}), "topology": topology}
+    )
+    gpus = sum(g["count"] * g["gpus_per_node"] for g in shipped["cluster"]["node_groups"])
+    data["parallelism"] = {"tp": 1, "pp": 1, "dp": gpus, "global_batch_size": gpus}
+    spec = parse_spec(data)
+    graph = build_cluster_graph(spec)
+    work = estimate_work(spec)
+    assert (work.network_nodes, work.network_links) == (graph.number_of_nodes(), graph.number_of_edges())
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_shipped_example_fits_the_default_limits(path):
+    check_work(load_spec(path), WorkLimits())
+
+
+def with_parallelism(**changes) -> dict:
+    data = make_spec_data()
+    data["parallelism"] = {**data["parallelism"], **changes}
+    return data
+
+
+def with_network(**changes) -> dict:
+    data = make_spec_data()
+    data["network"] = {**data["network"], **changes}
+    return data
+
+
+def with_nics(count: int) -> dict:
+    data = make_spec_data()
+    data["cluster"]["node_groups"][0]["nic"] = {"gbps": 400, "count": count}
+    return data
+
+
+@pytest.mark.parametrize(
+    "data,field,says",
+    [
+        (with_parallelism(global_batch_size=100_000), "parallelism.global_batch_size", "--max-nodes"),
+        (with_parallelism(global_batch_size=10**12), "parallelism.global_batch_size", "--max-nodes"),
+        (with_network(num_spines=1_000_000), "network.num_spines", "--max-links"),
+        (with_nics(1_000_000), "cluster.node_groups[0].nic.count", "--max-links"),
+    ],
+    ids=["batch-1e5", "batch-1e12", "spines-1e6", "nics-1e6"],
+)
+def test_too_much_work_is_refused_naming_the_field_and_the_limit(data, field, says):
+    with pytest.raises(WorkTooLarge) as caught:
+        check_work(parse_spec(data), WorkLimits())
+    assert caught.value.field == field and says in str(caught.value)
+
+
+def test_the_limit_can_be_raised():
+    spec = parse_spec(with_parallelism(global_batch_size=4096))
+    with pytest.raises(WorkTooLarge):
+        check_work(spec, WorkLimits(max_nodes=100_000))
+    check_work(spec, WorkLimits(max_nodes=10_000_000))
+
+
+def test_format_limits_hold_whatever_the_limits():
+    spec = parse_spec(with_parallelism(global_batch_size=4 * 1_000_000))
+    with pytest.raises(WorkTooLarge, match="pipeline message tags"):
+        check_work(spec, WorkLimits(max_nodes=10**18, max_flows=10**18))
+
+
+def test_cli_refuses_before_writing_and_accepts_a_raised_limit(tmp_path, capsys):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(with_parallelism(global_batch_size=64)))
+    out = tmp_path / "run"
+    assert main(["generate", str(spec), "-o", str(out), "--max-nodes", "1000"]) == 2
+    assert "--max-nodes 1,000" in capsys.readouterr().err and not out.exists()
+    assert main(["generate", str(spec), "-o", str(out), "--max-nodes", "1e6", "--quiet"]) == 0
