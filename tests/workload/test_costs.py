@@ -58,12 +58,19 @@ def test_fused_attention_bytes_are_its_inputs_and_outputs_only():
 def test_unfused_attention_materialises_every_score():
     x = replace(X, fused_attention=False)
     forward = ops(attention_forward(x))
-    assert [op.name for op in forward] == ["attn_score", "softmax", "attn_dropout", "attn_context"]
+    assert [op.name for op in forward] == [
+        "attn_score",
+        "softmax",
+        "attn_dropout",
+        "attn_context",
+        "attn_context_copy",
+    ]
     scores = x.b * (x.a // x.t) * x.s * x.s
     assert sum(op.flops for op in forward if op.kind == "gemm") == 4 * scores * x.d  # full s², mask included
     assert {op.name: op.bytes for op in forward if op.kind == "memory"} == {
         "softmax": 4 * scores,  # read scores, write probabilities (BF16)
         "attn_dropout": 5 * scores,  # read, write, 1-byte mask
+        "attn_context_copy": 4 * x.tokens * x.h // x.t,  # head-major back to token-major: read, write
     }
     fused = fused_attention(X, "fwd").flops
     assert fused == pytest.approx(0.5 * sum(op.flops for op in forward if op.kind == "gemm"), rel=1e-3)
