@@ -78,6 +78,16 @@ def _tp_exit(x: Shape) -> list[Collective]:
     return [Collective("reduce_scatter" if x.sp else "all_reduce", _activation_bytes(x))]
 
 
+def _regather(x: Shape) -> list[Collective]:
+    """With SP a column-parallel layer keeps only its sequence shard of the input for the backward and
+    all-gathers it again there for the weight gradient (Megatron-LM mpu/layers.py
+    LinearWithGradAccumulationAndAsyncCommunication.backward, 2022; Transformer Engine's Linear and
+    LayerNormLinear likewise). Megatron launches it beside the input-gradient GEMM; the engine runs
+    TP collectives blocking, as Calculon's reproduction of Korthikanti et al.'s Table 5 counts it
+    (calculon-ai/calculon validation/seqsel/tab5: seq_par_ag_redo, tensor_par_overlap none)."""
+    return [Collective("all_gather", _activation_bytes(x))] if x.t > 1 and x.sp else []
+
+
 def _activation_bytes(x: Shape) -> int:
     return BYTES_BF16 * x.tokens * x.h
 
@@ -105,6 +115,7 @@ def _mlp_backward(x: Shape) -> list[Op]:
         linear_backward("mlp_down", t, f, x.h),
         memory_op(activation[0], t * f, activation[1], flops=8.0),
         *_local(x, memory_op("mlp_up_bias_grad", t * f, BIAS_GRAD_BYTES, flops=1.0)),
+        *_regather(x),
         linear_backward(first[0], t, x.h, first[1]),
     ]
 
@@ -162,6 +173,7 @@ def layer_backward(x: Shape, recompute: str) -> list[LayerStep]:
             memory_op("qkv_grad_concat", qkv, CONCAT_BYTES),
             memory_op("qkv_bias_grad", qkv, BIAS_GRAD_BYTES, flops=1.0),
         ),
+        *_regather(x),
         linear_backward("qkv_proj", x.tokens, x.h, x.qkv_width // x.t),
         *_tp_exit(x),
         _norm_backward(x, "norm_attn"),
@@ -210,6 +222,7 @@ def head_backward(x: Shape) -> list[LayerStep]:
     logits = x.tokens * (x.v // x.t)
     return [
         memory_op("cross_entropy", logits, CROSS_ENTROPY_BWD_BYTES, kernels=2, flops=2.0),
+        *_regather(x),
         linear_backward("lm_head", x.tokens, x.h, x.v // x.t),
         *_tp_exit(x),
         memory_op(

@@ -120,7 +120,10 @@ def test_layer_collectives_mirror_between_forward_and_backward():
         return [s.kind for s in steps if isinstance(s, Collective)]
 
     assert kinds(layer_forward(X)) == ["all_gather", "reduce_scatter"] * 2
-    assert kinds(layer_backward(X, "none")) == ["all_gather", "reduce_scatter"] * 2
+    # Backward of each block: all-gather of the output gradient (the forward's reduce-scatter), the
+    # re-gather of the column-parallel layer's sharded input for its weight gradient, reduce-scatter.
+    assert kinds(layer_backward(X, "none")) == ["all_gather", "all_gather", "reduce_scatter"] * 2
+    assert [s.kind for s in head_backward(X) if isinstance(s, Collective)][0] == "all_gather"
     no_sp = replace(X, sp=False)
     assert kinds(layer_forward(no_sp)) == ["all_reduce"] * 2
     assert kinds(layer_backward(no_sp, "none")) == ["all_reduce"] * 2
