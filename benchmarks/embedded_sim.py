@@ -46,12 +46,8 @@ def build(num_gpus: int, out: Path, synthetic: bool) -> Path:
 
 
 def measure(run_dir: Path, timeline: bool) -> dict[str, float]:
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(run_dir), "1" if timeline else "0"],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+    done = subprocess.run([sys.executable, "-c", CHILD, str(run_dir), "1" if timeline else "0"], check=True,
+                          capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -78,50 +74,34 @@ def astra_sim_seconds(run_dir: Path, timeout_s: float) -> float | None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--synthetic", action="store_true", help="use synthetic traces, not the generator")
     parser.add_argument("--run-dir", nargs=2, type=Path, metavar=("DIR128", "DIR1024"))
     parser.add_argument("--timeline", action="store_true", help="also build per-node spans (trace.json)")
-    parser.add_argument(
-        "--astra-sim",
-        choices=("none", "128", "both"),
-        default="128",
-        help="also time ASTRA-sim analytical (needs ASTRA_SIM_BIN_DIR; 1024 takes ~10 min)",
-    )
+    parser.add_argument("--astra-sim", choices=("none", "128", "both"), default="128",
+                        help="also time ASTRA-sim analytical (needs ASTRA_SIM_BIN_DIR; 1024 takes ~10 min)")
     args = parser.parse_args()
     figures = {}
     with tempfile.TemporaryDirectory() as tmp:
         for index, num_gpus in enumerate((128, 1024)):
-            run_dir = (
-                args.run_dir[index]
-                if args.run_dir
-                else build(num_gpus, Path(tmp) / str(num_gpus), args.synthetic)
-            )
+            run_dir = args.run_dir[index] if args.run_dir else build(num_gpus, Path(tmp) / str(num_gpus),
+                                                                     args.synthetic)
             figures[num_gpus] = f = measure(run_dir, args.timeline)
-            print(
-                f"{num_gpus:5d} GPUs: {f['nodes']:>9,} nodes  {f['seconds']:6.2f} s  "
-                f"{f['peak_bytes'] / 1024**3:5.2f} GiB peak  iteration {f['iteration_us'] / 1e3:.1f} ms"
-            )
+            print(f"{num_gpus:5d} GPUs: {f['nodes']:>9,} nodes  {f['seconds']:6.2f} s  "
+                  f"{f['peak_bytes'] / 1024**3:5.2f} GiB peak  iteration {f['iteration_us'] / 1e3:.1f} ms")
             if args.astra_sim == "both" or (args.astra_sim == "128" and num_gpus == 128):
                 theirs = astra_sim_seconds(run_dir, timeout_s=3600)
                 if theirs is not None:
-                    print(
-                        f"           ASTRA-sim analytical-unaware: {theirs:7.2f} s wall, "
-                        f"{theirs / f['seconds']:.1f}x the embedded engine's (aim: >= 10x)"
-                    )
+                    print(f"           ASTRA-sim analytical-unaware: {theirs:7.2f} s wall, "
+                          f"{theirs / f['seconds']:.1f}x the embedded engine's (aim: >= 10x)")
     small, large = figures[128], figures[1024]
     work_ratio = large["nodes"] / small["nodes"]
     time_ratio = large["seconds"] / small["seconds"]
-    print(
-        f"128 -> 1024: time x{time_ratio:.2f} for x{work_ratio:.2f} trace nodes "
-        f"(per-node cost x{time_ratio / work_ratio:.2f}; <= 1 is linear or better)"
-    )
-    print(
-        f"target 1024 GPUs: <= 20 s ({large['seconds'] / 20:.2f} of it), <= 4 GiB "
-        f"({large['peak_bytes'] / 4 / 1024**3:.2f} of it)"
-    )
+    print(f"128 -> 1024: time x{time_ratio:.2f} for x{work_ratio:.2f} trace nodes "
+          f"(per-node cost x{time_ratio / work_ratio:.2f}; <= 1 is linear or better)")
+    print(f"target 1024 GPUs: <= 20 s ({large['seconds'] / 20:.2f} of it), <= 4 GiB "
+          f"({large['peak_bytes'] / 4 / 1024**3:.2f} of it)")
     return 0
 
 

@@ -47,9 +47,8 @@ class _RankWriter:
         self.next_id = 0
         self.last_compute = -1
 
-    def add(
-        self, name: str, kind: int, deps: list[int], attrs: list[pb.AttributeProto], duration_us: int = 0
-    ) -> int:
+    def add(self, name: str, kind: int, deps: list[int], attrs: list[pb.AttributeProto],
+            duration_us: int = 0) -> int:
         node = pb.Node(id=self.next_id, name=name, type=kind, duration_micros=duration_us)
         node.data_deps.extend(d for d in deps if d >= 0)
         node.attr.extend(attrs + [_attr("is_cpu_op", bool_val=False)])
@@ -63,29 +62,14 @@ class _RankWriter:
         return self.last_compute
 
     def all_reduce(self, name: str, size: int, group: int, dep: int) -> int:
-        return self.add(
-            name,
-            pb.COMM_COLL_NODE,
-            [dep],
-            [
-                _attr("comm_type", int64_val=pb.ALL_REDUCE),
-                _attr("comm_size", int64_val=size),
-                _attr("pg_name", string_val=str(group)),
-            ],
-        )
+        return self.add(name, pb.COMM_COLL_NODE, [dep], [
+            _attr("comm_type", int64_val=pb.ALL_REDUCE), _attr("comm_size", int64_val=size),
+            _attr("pg_name", string_val=str(group))])
 
     def p2p(self, name: str, kind: int, src: int, dst: int, tag: int, size: int, dep: int) -> int:
-        return self.add(
-            name,
-            kind,
-            [dep],
-            [
-                _attr("comm_src", int64_val=src),
-                _attr("comm_dst", int64_val=dst),
-                _attr("comm_tag", int64_val=tag),
-                _attr("comm_size", int64_val=size),
-            ],
-        )
+        return self.add(name, kind, [dep], [
+            _attr("comm_src", int64_val=src), _attr("comm_dst", int64_val=dst),
+            _attr("comm_tag", int64_val=tag), _attr("comm_size", int64_val=size)])
 
 
 def rank_of(shape: Shape, stage: int, replica: int, tp_index: int) -> int:
@@ -118,9 +102,8 @@ def _rank_trace(shape: Shape, stage: int, replica: int, tp_index: int) -> list[b
         for layer in range(shape.layers_per_stage):
             for part in ("attn", "mlp"):
                 comp = writer.compute(f"{phase}{mb}_l{layer}_{part}", half_us, dep)
-                dep = writer.all_reduce(
-                    f"{phase}{mb}_l{layer}_{part}_tp_ar", shape.tp_allreduce_bytes, tp_group, comp
-                )
+                dep = writer.all_reduce(f"{phase}{mb}_l{layer}_{part}_tp_ar", shape.tp_allreduce_bytes,
+                                        tp_group, comp)
             if not forward and mb == shape.num_micro_batches - 1:
                 writer.all_reduce(f"dp_ar_l{layer}", shape.dp_bucket_bytes, dp_group, dep)
         if 0 <= downstream < shape.pp:
@@ -163,8 +146,7 @@ def write_run_dir(shape: Shape, root: Path) -> Path:
     for stage in range(shape.pp):
         for t in range(shape.tp):
             groups[str(shape.pp * shape.dp + stage * shape.tp + t)] = [
-                rank_of(shape, stage, d, t) for d in range(shape.dp)
-            ]
+                rank_of(shape, stage, d, t) for d in range(shape.dp)]
     ranks = []
     for stage in range(shape.pp):
         for replica in range(shape.dp):
@@ -172,26 +154,13 @@ def write_run_dir(shape: Shape, root: Path) -> Path:
                 rank = rank_of(shape, stage, replica, t)
                 records = _rank_trace(shape, stage, replica, t)
                 chakra_io.write_trace(root / f"workload/workload.{rank}.et", records)
-                ranks.append(
-                    {
-                        "rank": rank,
-                        "node": rank // shape.gpus_per_node,
-                        "gpu": "h100-sxm",
-                        "stage": stage,
-                        "replica": replica,
-                        "tp_index": t,
-                    }
-                )
+                ranks.append({"rank": rank, "node": rank // shape.gpus_per_node, "gpu": "h100-sxm",
+                              "stage": stage, "replica": replica, "tp_index": t})
     ranks.sort(key=lambda r: r["rank"])
     (root / "workload/comm_groups.json").write_text(json.dumps(groups))
     (root / "ns3/topology.txt").write_text(topology_text(shape))
-    manifest = {
-        "format": "astra-hetero/manifest@1",
-        "name": f"synthetic-{shape.num_ranks}",
-        "num_ranks": shape.num_ranks,
-        "collective_algorithm": "hierarchical",
-        "workload_prefix": "workload/workload",
-        "ranks": ranks,
-    }
+    manifest = {"format": "astra-hetero/manifest@1", "name": f"synthetic-{shape.num_ranks}",
+                "num_ranks": shape.num_ranks, "collective_algorithm": "hierarchical",
+                "workload_prefix": "workload/workload", "ranks": ranks}
     (root / "manifest.json").write_text(json.dumps(manifest))
     return root
