@@ -29,24 +29,32 @@ def test_every_row_is_a_sourced_valid_spec(row):
     assert spec.cluster.num_gpus == row["cluster"]["nodes"] * row["cluster"]["gpus_per_node"]
 
 
-def test_rows_needing_unknown_fields_are_skipped_unless_they_ask_for_todays_behaviour():
+def test_every_row_runs_exactly_with_this_version():
     for row in ROWS:
         data, unknown = fidelity.spec_data(row, approximate=False)
-        wanted = {k: v for k, v in row["parallelism"].items() if k not in ParallelismSpec.model_fields}
-        differs = {
-            k
-            for k, v in wanted.items()
-            if fidelity.CURRENT_BEHAVIOUR.get(k) != v
-            and not (k.startswith("overlap_") and row["parallelism"]["dp"] == 1)
-        }
-        assert (data is None) == bool(differs)
-        assert {u.split("=")[0].removeprefix("parallelism.") for u in unknown} == differs
+        assert data is not None and not unknown
+        assert set(row["parallelism"]) <= set(ParallelismSpec.model_fields)
+
+
+def test_a_row_with_an_unknown_field_is_skipped_not_silently_changed():
+    row = {**ROWS[0], "parallelism": {**ROWS[0]["parallelism"], "future_flag": 3}}
+    assert fidelity.spec_data(row, approximate=False) == (None, ["parallelism.future_flag=3"])
+    data, unknown = fidelity.spec_data(row, approximate=True)
+    assert "future_flag" not in data["parallelism"] and unknown == ["parallelism.future_flag=3"]
+
+
+def test_excluded_rows_give_their_reason_and_published_rows_cover_a100_and_h100():
+    excluded = [r for r in ROWS if r.get("excluded")]
+    assert all(len(r["excluded"]) > 20 for r in excluded)
+    gpus = {r["cluster"]["gpu"] for r in ROWS}
+    assert {"a100-40", "a100-80", "h100-sxm"} <= gpus
 
 
 def test_mape_is_the_mean_absolute_error_of_evaluated_rows():
     outcomes = [
         fidelity.Outcome("a", 8, 1.0, 1.1, "ok"),
-        fidelity.Outcome("b", 8, 2.0, 1.8, "ok"),
+        fidelity.Outcome("b", 8, 2.0, 1.7, "ok"),
         fidelity.Outcome("c", 8, 2.0, None, "skipped"),
     ]
-    assert fidelity.mape(outcomes) == pytest.approx(10.0)
+    assert fidelity.mape(outcomes) == pytest.approx(12.5)
+    assert fidelity.max_error(outcomes).row_id == "b"

@@ -105,6 +105,8 @@ class TorchTimer:
             return self._embedding_grad(x)
         if name == "cross_entropy" and phase == "bwd":
             return self._cross_entropy_backward(x)
+        if name.endswith("_bias_grad") or name == "qkv_grad_concat":
+            return self._gradient_kernel(name, x)
         forward, inputs = self._memory_op(name, x)
         # Recomputation runs forward kernels; other backward operators are the forward's autograd.
         backward = phase == "bwd" and not op.name.startswith("recompute_")
@@ -152,6 +154,14 @@ class TorchTimer:
         if name in ("residual_attn", "residual_mlp", "embedding_dropout"):
             residual = self._tensor(sharded, x.h)
             return (lambda a: F.dropout(a, DROPOUT) + residual), (self._tensor(sharded, x.h),)
+        if name == "qkv_bias":
+            bias = self._tensor(x.qkv_width // x.t)
+            return (lambda a: a + bias), (self._tensor(tokens, x.qkv_width // x.t),)
+        if name == "attn_context_copy":  # [b·heads, s, d] → [s, b, heads·d]
+            heads = x.a // x.t
+            return (lambda c: c.view(x.b, heads, x.s, x.d).permute(2, 0, 1, 3).contiguous()), (
+                self._tensor(x.b * heads, x.s, x.d),
+            )
         if name == "gelu":
             return (lambda a: F.gelu(a, approximate="tanh")), (self._tensor(tokens, f),)
         if name == "swiglu":
@@ -170,6 +180,24 @@ class TorchTimer:
         if name in ("cross_entropy_max", "cross_entropy"):
             return self._cross_entropy(name, x)
         raise ValueError(f"no PyTorch workload for operator {name!r}")
+
+    def _gradient_kernel(self, name: str, x: Shape) -> Run:
+        """Backward-only kernels of Megatron's own layer: a bias gradient is the sum of the output
+        gradient over tokens; the Q, K, V gradients are concatenated into the QKV output's gradient."""
+        sharded, qkv = int(x.elementwise_tokens), x.qkv_width // x.t
+        if name == "qkv_grad_concat":
+            parts = [self._tensor(x.tokens, x.h // x.t)] + [
+                self._tensor(x.tokens, (qkv - x.h // x.t) // 2)
+            ] * 2
+            return lambda: self.torch.cat(parts, dim=-1)
+        rows, width = {
+            "qkv_bias_grad": (x.tokens, qkv),
+            "mlp_up_bias_grad": (x.tokens, x.f // x.t),
+            "mlp_down_bias_grad": (sharded, x.h),
+            "attn_out_bias_grad": (sharded, x.h),
+        }[name]
+        grad = self._tensor(rows, width)
+        return lambda: grad.sum(dim=0)
 
     def _embedding_grad(self, x: Shape) -> Run:
         """The dense gradient of the vocabulary shard, added into the FP32 main gradient."""

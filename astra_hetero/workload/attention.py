@@ -6,11 +6,15 @@ the work of s(s+1)/2 query-key pairs; the backward recomputes the scores (five m
 pair instead of the forward's two) and stores only the output and the row log-sum-exp in between.
 
 Unfused (Megatron before fused attention): Q·Kᵀ as a batched GEMM over the full s×s scores (masked
-entries are computed too), a fused scale-mask-softmax kernel, dropout on the probabilities, and P·V.
+entries are computed too), a fused scale-mask-softmax kernel, dropout on the probabilities, P·V, and
+a copy that permutes the context from head-major back to token-major order (Megatron-LM
+megatron/model/transformer.py, `context_layer.permute(2, 0, 1, 3).contiguous()`).
 Grouped KV heads are expanded to every query head first, so the GEMMs are those of full attention.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from astra_hetero.workload.ops import BYTES_BF16, BYTES_FP32, Gemm, Op, Shape, gemm_op, memory_op
 
@@ -51,8 +55,10 @@ def unfused_forward(x: Shape) -> list[Op]:
     return [
         gemm_op("attn_score", Gemm(x.s, x.s, x.d, batch)),
         memory_op("softmax", scores, SOFTMAX_BYTES["fwd"], flops=5.0),
-        memory_op("attn_dropout", scores, DROPOUT_BYTES["fwd"], flops=1.0),
+        memory_op("attn_dropout", scores, DROPOUT_BYTES["fwd"], flops=1.0, random=True),
         gemm_op("attn_context", Gemm(x.s, x.d, x.s, batch)),
+        # [b·heads, s, d] → [s, b, heads·d] for the output projection: permute(...).contiguous()
+        memory_op("attn_context_copy", float(x.tokens * x.h // x.t), 2 * BYTES_BF16),
     ]
 
 
@@ -77,18 +83,6 @@ def attention_backward(x: Shape, selective_recompute: bool) -> list[Op]:
     (Megatron checkpoints exactly this part of the layer)."""
     recompute = []
     if selective_recompute:
-        recompute = [
-            Op(
-                f"recompute_{op.name}",
-                op.flops,
-                op.bytes,
-                op.kind,
-                op.gemms,
-                op.kernels,
-                op.seq_len,
-                op.attention_pass,
-            )
-            for op in attention_forward(x)
-        ]
+        recompute = [replace(op, name=f"recompute_{op.name}") for op in attention_forward(x)]
     core = [fused_attention(x, "bwd")] if x.fused_attention else unfused_backward(x)
     return recompute + core

@@ -14,6 +14,17 @@ Byte counts per element follow the kernels Megatron runs (BF16 activations, FP32
                              to FP32 (6 B), max-reduced (4 B), shifted, exponentiated, summed and
                              normalised in place (28 B); backward scales the saved softmax (8 B) and
                              casts the gradient back to BF16 (6 B)
+  Megatron-LM's own layer implementation (the one with the unfused attention core, before Transformer
+  Engine; megatron/model/transformer.py and mpu/layers.py, 2020-2022) runs a few kernels more:
+  QKV bias add               the column-parallel QKV GEMM is `matmul` then `output + bias`: 4 B per
+                             output element; its backward sums the bias gradient over tokens (2 B)
+  bias gradients             the row-parallel biases (added in bias-dropout-add) and the GeLU bias get
+                             their gradient from autograd's sum over tokens: 2 B per element read
+  QKV gradient concatenation the Q, K, V gradients come out of the batched GEMMs as three tensors and
+                             are concatenated into the QKV output's gradient: 4 B per element
+  norm backward              apex's LayerNorm backward reads dy and x twice (one kernel for the
+                             γ/β partial sums, one for dx): 16 B instead of 12
+  Transformer Engine fuses these into its GEMM epilogues and norm kernels.
   Adam step                  reads grad, master weight, m, v (16 B), writes master, m, v (12 B) and the
                              BF16 weight (2 B); the gradient norm for clipping reads the FP32 gradient
                              (4 B); the FP32 gradient buffer is zeroed every iteration (4 B, unsharded)
@@ -42,6 +53,8 @@ from astra_hetero.workload.ops import (
 __all__ = ["BYTES_BF16", "Collective", "LayerStep", "Op", "Shape", "shape_of"]
 
 NORM_BYTES = {"fwd": 4, "bwd": 12}
+LOCAL_NORM_BWD_BYTES = 16  # apex LayerNorm: dy and x read by both backward kernels
+BIAS_ADD_BYTES, BIAS_GRAD_BYTES, CONCAT_BYTES = 4, 2, 4
 FINAL_NORM_BWD_BYTES = 6  # no residual branch to add
 NORM_BWD_KERNELS = 3  # input gradient, weight-gradient partials, their reduction
 BIAS_DROPOUT_ADD_BYTES = {"fwd": 7, "bwd": 5}
@@ -63,6 +76,16 @@ def _tp_exit(x: Shape) -> list[Collective]:
     if x.t == 1:
         return []
     return [Collective("reduce_scatter" if x.sp else "all_reduce", _activation_bytes(x))]
+
+
+def _regather(x: Shape) -> list[Collective]:
+    """With SP a column-parallel layer keeps only its sequence shard of the input for the backward and
+    all-gathers it again there for the weight gradient (Megatron-LM mpu/layers.py
+    LinearWithGradAccumulationAndAsyncCommunication.backward, 2022; Transformer Engine's Linear and
+    LayerNormLinear likewise). Megatron launches it beside the input-gradient GEMM; the engine runs
+    TP collectives blocking, as Calculon's reproduction of Korthikanti et al.'s Table 5 counts it
+    (calculon-ai/calculon validation/seqsel/tab5: seq_par_ag_redo, tensor_par_overlap none)."""
+    return [Collective("all_gather", _activation_bytes(x))] if x.t > 1 and x.sp else []
 
 
 def _activation_bytes(x: Shape) -> int:
@@ -91,6 +114,8 @@ def _mlp_backward(x: Shape) -> list[Op]:
     return [
         linear_backward("mlp_down", t, f, x.h),
         memory_op(activation[0], t * f, activation[1], flops=8.0),
+        *_local(x, memory_op("mlp_up_bias_grad", t * f, BIAS_GRAD_BYTES, flops=1.0)),
+        *_regather(x),
         linear_backward(first[0], t, x.h, first[1]),
     ]
 
@@ -101,16 +126,27 @@ def layer_forward(x: Shape) -> list[LayerStep]:
         memory_op("norm_attn", norm, NORM_BYTES["fwd"], flops=5.0),
         *_tp_enter(x),
         linear_forward("qkv_proj", x.tokens, x.h, x.qkv_width // x.t),
+        *_local(x, memory_op("qkv_bias", x.tokens * x.qkv_width // x.t, BIAS_ADD_BYTES, flops=1.0)),
         *attention_forward(x),
         linear_forward("attn_out_proj", x.tokens, x.h // x.t, x.h),
         *_tp_exit(x),
-        memory_op("residual_attn", norm, BIAS_DROPOUT_ADD_BYTES["fwd"], flops=2.0),
+        memory_op("residual_attn", norm, BIAS_DROPOUT_ADD_BYTES["fwd"], flops=2.0, random=True),
         memory_op("norm_mlp", norm, NORM_BYTES["fwd"], flops=5.0),
         *_tp_enter(x),
         *_mlp_forward(x),
         *_tp_exit(x),
-        memory_op("residual_mlp", norm, BIAS_DROPOUT_ADD_BYTES["fwd"], flops=2.0),
+        memory_op("residual_mlp", norm, BIAS_DROPOUT_ADD_BYTES["fwd"], flops=2.0, random=True),
     ]
+
+
+def _local(x: Shape, *ops: Op) -> list[Op]:
+    """Kernels only Megatron-LM's own (pre-Transformer-Engine) biased layers run."""
+    return list(ops) if x.local_kernels and x.biases else []
+
+
+def _norm_backward(x: Shape, name: str) -> Op:
+    per_element = LOCAL_NORM_BWD_BYTES if x.local_kernels else NORM_BYTES["bwd"]
+    return memory_op(name, x.elementwise_tokens * x.h, per_element, NORM_BWD_KERNELS, flops=8.0)
 
 
 def layer_backward(x: Shape, recompute: str) -> list[LayerStep]:
@@ -119,19 +155,28 @@ def layer_backward(x: Shape, recompute: str) -> list[LayerStep]:
     reduce-scattered with SP, where the forward's reduce-scatter becomes an all-gather)."""
     norm = x.elementwise_tokens * x.h
     grad_enter = [Collective("all_gather", _activation_bytes(x))] if x.t > 1 and x.sp else []
+    qkv = x.tokens * x.qkv_width // x.t
     return [
         memory_op("residual_mlp", norm, BIAS_DROPOUT_ADD_BYTES["bwd"], flops=1.0),
+        *_local(x, memory_op("mlp_down_bias_grad", norm, BIAS_GRAD_BYTES, flops=1.0)),
         *grad_enter,
         *_mlp_backward(x),
         *_tp_exit(x),
-        memory_op("norm_mlp", norm, NORM_BYTES["bwd"], NORM_BWD_KERNELS, flops=8.0),
+        _norm_backward(x, "norm_mlp"),
         memory_op("residual_attn", norm, BIAS_DROPOUT_ADD_BYTES["bwd"], flops=1.0),
+        *_local(x, memory_op("attn_out_bias_grad", norm, BIAS_GRAD_BYTES, flops=1.0)),
         *grad_enter,
         linear_backward("attn_out_proj", x.tokens, x.h // x.t, x.h),
         *attention_backward(x, recompute == "selective"),
+        *_local(
+            x,
+            memory_op("qkv_grad_concat", qkv, CONCAT_BYTES),
+            memory_op("qkv_bias_grad", qkv, BIAS_GRAD_BYTES, flops=1.0),
+        ),
+        *_regather(x),
         linear_backward("qkv_proj", x.tokens, x.h, x.qkv_width // x.t),
         *_tp_exit(x),
-        memory_op("norm_attn", norm, NORM_BYTES["bwd"], NORM_BWD_KERNELS, flops=8.0),
+        _norm_backward(x, "norm_attn"),
     ]
 
 
@@ -140,7 +185,7 @@ def embedding_forward(x: Shape) -> list[LayerStep]:
     return [
         memory_op("embedding", x.tokens * x.h, 2 * BYTES_BF16, kernels=2),
         *_tp_exit(x),
-        memory_op("embedding_dropout", x.elementwise_tokens * x.h, DROPOUT_BYTES["fwd"]),
+        memory_op("embedding_dropout", x.elementwise_tokens * x.h, DROPOUT_BYTES["fwd"], random=True),
     ]
 
 
@@ -177,6 +222,7 @@ def head_backward(x: Shape) -> list[LayerStep]:
     logits = x.tokens * (x.v // x.t)
     return [
         memory_op("cross_entropy", logits, CROSS_ENTROPY_BWD_BYTES, kernels=2, flops=2.0),
+        *_regather(x),
         linear_backward("lm_head", x.tokens, x.h, x.v // x.t),
         *_tp_exit(x),
         memory_op(

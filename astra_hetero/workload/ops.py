@@ -52,6 +52,7 @@ class Op:
     kernels: int = 1
     seq_len: int = 0
     attention_pass: str = ""
+    random: bool = False  # draws a Philox random number per element (dropout masks): see timing.py
 
 
 @dataclass(frozen=True)
@@ -70,9 +71,14 @@ def gemm_op(name: str, *gemms: Gemm) -> Op:
 
 
 def memory_op(
-    name: str, elements: float, bytes_per_element: float, kernels: int = 1, flops: float = 0.0
+    name: str,
+    elements: float,
+    bytes_per_element: float,
+    kernels: int = 1,
+    flops: float = 0.0,
+    random: bool = False,
 ) -> Op:
-    return Op(name, flops * elements, bytes_per_element * elements, "memory", kernels=kernels)
+    return Op(name, flops * elements, bytes_per_element * elements, "memory", kernels=kernels, random=random)
 
 
 def linear_forward(name: str, tokens: int, d_in: int, d_out: int) -> Op:
@@ -113,6 +119,17 @@ class Shape:
     @property
     def qkv_width(self) -> int:
         return self.h + 2 * self.kv * self.d
+
+    @property
+    def biases(self) -> bool:
+        """GPT-style layers (GeLU MLP) carry biases; gated (SwiGLU) ones do not."""
+        return not self.swiglu
+
+    @property
+    def local_kernels(self) -> bool:
+        """Megatron-LM's own layer implementation (before Transformer Engine): the one that runs the
+        unfused attention core, with its separate bias, layout-copy and bias-gradient kernels."""
+        return not self.fused_attention
 
     @property
     def tokens(self) -> int:

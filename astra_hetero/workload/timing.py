@@ -3,7 +3,8 @@ times where a calibration table has them.
 
 - GEMMs: tile/wave quantization, split-K and a fixed kernel cost over the GPU's achievable matmul rate
   (`gemm.py`), bounded below by their memory traffic.
-- Memory-bound kernels: bytes at achievable bandwidth plus the fixed cost per kernel.
+- Memory-bound kernels: bytes at achievable bandwidth plus the fixed cost per kernel; kernels that draw
+  a random number per element (dropout masks, Philox) reach only DROPOUT_BANDWIDTH_FRACTION of it.
 - Fused attention: FLOPs at the GPU's fused-attention efficiency for the pass (catalog figures at long
   sequences), reduced at short sequences as s / (s + ATTENTION_HALF_SEQ) (see below), bounded below by
   its memory traffic, plus the fixed cost of its kernels.
@@ -29,6 +30,12 @@ ATTENTION_REFERENCE_SEQ = 16384.0
 # GPUs without a fused-attention figure: forward at the A100's FlashAttention-2/MAMF ratio
 # (0.73·312/271.2), backward at the backward/forward ratio measured on H100 (516/595).
 ATTENTION_FWD_PER_MATMUL, ATTENTION_BWD_PER_FWD = 0.84, 0.87
+# PyTorch's dropout generates its mask with Philox inside the kernel and does not stream at the memory
+# rate: on an A100, 1e9 elements, torch's dropout reaches 952.7 GB/s where a streaming dropout that
+# spreads each 128-bit Philox draw over four elements reaches 1326.9 GB/s (flagos-ai/FlagGems pull
+# request 85, "Improve dropout performance by unrolling 4xint random masks", 2024): 0.718. Megatron's
+# fused bias-dropout-add draws its mask the same way.
+DROPOUT_BANDWIDTH_FRACTION = 952.7 / 1326.9
 
 
 def attention_efficiency(gpu: GpuSpec, attention_pass: str, seq_len: int) -> float:
@@ -68,6 +75,8 @@ class OperatorModel:
         if op.kind == "attention":
             rate = self._peak_flops_per_ns * attention_efficiency(self.gpu, op.attention_pass, op.seq_len)
             return op.kernels * self.rates.kernel_ns + max(op.flops / rate, memory_ns)
+        if op.random:
+            memory_ns /= DROPOUT_BANDWIDTH_FRACTION
         return op.kernels * self.rates.kernel_ns + memory_ns
 
 

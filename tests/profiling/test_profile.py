@@ -120,13 +120,16 @@ def test_torch_timer_times_every_operator_on_the_cpu(tmp_path):
         "activation": "swiglu",
         "norm": "rmsnorm",
     }
-    for attention in ("fused", "unfused"):
-        spec = parse_spec({**data, "compute": {"attention": attention}})
+    # A GPT-style model too: Megatron's own (unfused) layer has bias and layout-copy kernels.
+    gpt = {**data, "model": {**data["model"], "activation": "gelu", "norm": "layernorm"}}
+    cases = (("fused", data), ("unfused", data), ("unfused", gpt))
+    for number, (attention, case) in enumerate(cases):
+        spec = parse_spec({**case, "compute": {"attention": attention}})
         timer = TorchTimer(spec.model, device="cpu", warmup=1, repeats=2, allow_cpu=True)
         rows = profile(spec, timer, gpu_label(spec, None))
-        table = tmp_path / f"{attention}.csv"
+        table = tmp_path / f"case{number}.csv"
         write_calibration(table, rows)
         assert all(r.time_us > 0 for r in rows)
         assert plan_workload(
-            parse_spec({**data, "compute": {"attention": attention}, "calibration": str(table)})
+            parse_spec({**case, "compute": {"attention": attention}, "calibration": str(table)})
         )

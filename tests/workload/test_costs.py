@@ -23,7 +23,12 @@ from astra_hetero.workload.costs import (
 )
 from astra_hetero.workload.memory import activation_bytes_per_layer
 from astra_hetero.workload.ops import Shape
-from astra_hetero.workload.timing import DeviceCostModel, OperatorModel, attention_efficiency
+from astra_hetero.workload.timing import (
+    DROPOUT_BANDWIDTH_FRACTION,
+    DeviceCostModel,
+    OperatorModel,
+    attention_efficiency,
+)
 from tests.conftest import make_spec_data
 
 X = Shape(b=2, s=2048, h=4096, a=32, kv=8, f=11008, v=32000, t=4, sp=True, swiglu=True)
@@ -58,12 +63,19 @@ def test_fused_attention_bytes_are_its_inputs_and_outputs_only():
 def test_unfused_attention_materialises_every_score():
     x = replace(X, fused_attention=False)
     forward = ops(attention_forward(x))
-    assert [op.name for op in forward] == ["attn_score", "softmax", "attn_dropout", "attn_context"]
+    assert [op.name for op in forward] == [
+        "attn_score",
+        "softmax",
+        "attn_dropout",
+        "attn_context",
+        "attn_context_copy",
+    ]
     scores = x.b * (x.a // x.t) * x.s * x.s
     assert sum(op.flops for op in forward if op.kind == "gemm") == 4 * scores * x.d  # full s², mask included
     assert {op.name: op.bytes for op in forward if op.kind == "memory"} == {
         "softmax": 4 * scores,  # read scores, write probabilities (BF16)
         "attn_dropout": 5 * scores,  # read, write, 1-byte mask
+        "attn_context_copy": 4 * x.tokens * x.h // x.t,  # head-major back to token-major: read, write
     }
     fused = fused_attention(X, "fwd").flops
     assert fused == pytest.approx(0.5 * sum(op.flops for op in forward if op.kind == "gemm"), rel=1e-3)
@@ -108,7 +120,10 @@ def test_layer_collectives_mirror_between_forward_and_backward():
         return [s.kind for s in steps if isinstance(s, Collective)]
 
     assert kinds(layer_forward(X)) == ["all_gather", "reduce_scatter"] * 2
-    assert kinds(layer_backward(X, "none")) == ["all_gather", "reduce_scatter"] * 2
+    # Backward of each block: all-gather of the output gradient (the forward's reduce-scatter), the
+    # re-gather of the column-parallel layer's sharded input for its weight gradient, reduce-scatter.
+    assert kinds(layer_backward(X, "none")) == ["all_gather", "all_gather", "reduce_scatter"] * 2
+    assert [s.kind for s in head_backward(X) if isinstance(s, Collective)][0] == "all_gather"
     no_sp = replace(X, sp=False)
     assert kinds(layer_forward(no_sp)) == ["all_reduce"] * 2
     assert kinds(layer_backward(no_sp, "none")) == ["all_reduce"] * 2
@@ -158,3 +173,71 @@ def test_operator_model_times_memory_kernels_at_achievable_bandwidth_plus_fixed_
     norm = ops(layer_forward(X))[0]
     expected = norm.kernels * model.rates.kernel_ns + norm.bytes / (3.35e3 * 0.90)
     assert model.time_ns(norm) == pytest.approx(expected)
+
+
+GPT = Shape(b=4, s=2048, h=6144, a=64, kv=64, f=24576, v=51200, t=8, sp=False, swiglu=False)
+LOCAL_ONLY = {
+    "fwd": {"qkv_bias", "attn_context_copy"},
+    "bwd": {
+        "mlp_down_bias_grad",
+        "mlp_up_bias_grad",
+        "attn_out_bias_grad",
+        "qkv_grad_concat",
+        "qkv_bias_grad",
+    },
+}
+
+
+def _names(x: Shape) -> dict[str, set[str]]:
+    return {
+        "fwd": {op.name for op in ops(layer_forward(x))},
+        "bwd": {op.name for op in ops(layer_backward(x, "none"))},
+    }
+
+
+def test_megatrons_own_layer_runs_its_separate_bias_copy_and_bias_gradient_kernels():
+    local = replace(GPT, fused_attention=False)
+    qkv, tokens = local.tokens * local.qkv_width // local.t, local.tokens
+    for phase, names in LOCAL_ONLY.items():
+        assert names <= _names(local)[phase]
+        assert not names & _names(GPT)[phase]  # Transformer Engine fuses them into its GEMMs and norms
+    forward = {op.name: op for op in ops(layer_forward(local))}
+    backward = {op.name: op for op in ops(layer_backward(local, "none"))}
+    assert forward["qkv_bias"].bytes == 4 * qkv  # matmul, then `output + bias`: read and write BF16
+    assert backward["qkv_bias_grad"].bytes == 2 * qkv  # sum over tokens reads the gradient once
+    assert backward["qkv_grad_concat"].bytes == 4 * qkv
+    assert backward["mlp_up_bias_grad"].bytes == 2 * tokens * local.f // local.t
+    assert backward["attn_out_bias_grad"].bytes == 2 * tokens * local.h  # full h: the bias is replicated
+    assert backward["norm_attn"].bytes == 16 * tokens * local.h  # apex reads dy and x in both kernels
+    assert {op.name: op for op in ops(layer_backward(GPT, "none"))}["norm_attn"].bytes == 12 * tokens * GPT.h
+
+
+def test_gated_layers_without_biases_have_no_bias_kernels():
+    local_llama = replace(X, fused_attention=False)
+    names = _names(local_llama)
+    assert not {n for n in names["fwd"] | names["bwd"] if "bias" in n}
+    assert "qkv_grad_concat" not in names["bwd"]
+
+
+def test_sequence_parallel_shards_the_replicated_bias_gradients():
+    local = replace(GPT, fused_attention=False)
+    sharded = replace(local, sp=True)
+    grad = {op.name: op.bytes for op in ops(layer_backward(local, "none"))}
+    grad_sp = {op.name: op.bytes for op in ops(layer_backward(sharded, "none"))}
+    assert grad_sp["attn_out_bias_grad"] == pytest.approx(grad["attn_out_bias_grad"] / GPT.t)
+    assert grad_sp["qkv_bias_grad"] == grad["qkv_bias_grad"]  # the QKV output is split by heads anyway
+
+
+def test_dropout_kernels_run_at_pytorchs_measured_philox_rate():
+    model = OperatorModel(GpuSpec.model_validate({"preset": "a100-80"}))
+    forward = {op.name: op for op in ops(layer_forward(replace(GPT, fused_attention=False)))}
+    backward = {op.name: op for op in ops(layer_backward(replace(GPT, fused_attention=False), "none"))}
+    random = {name for name, op in forward.items() if op.random}
+    assert random == {"attn_dropout", "residual_attn", "residual_mlp"}  # mask drawn in the forward only
+    assert not any(op.random for op in backward.values())  # the backward reuses the stored mask
+    bandwidth = 2.039e3 * 0.88
+    for name in ("attn_dropout", "residual_mlp"):
+        op = forward[name]
+        expected = op.kernels * model.rates.kernel_ns + op.bytes / (bandwidth * DROPOUT_BANDWIDTH_FRACTION)
+        assert model.time_ns(op) == pytest.approx(expected)
+    assert DROPOUT_BANDWIDTH_FRACTION == pytest.approx(952.7 / 1326.9)
