@@ -10,6 +10,7 @@ A run directory is what every backend executes. Its paths are a contract with ot
     analytical/network.yml, analytical/system.json           multi-dimensional (congestion-unaware)
     analytical/network_1d.yml, analytical/system_1d.json     one dimension (congestion-aware)
     analytical/remote_memory.json
+    analytical/approximations.json  per network file, what ASTRA-sim was told only as a bottleneck
     result.json, trace.json, logs/  written by `run`
 
 Writers never leave a half-written directory that looks complete: they build their part in a
@@ -43,6 +44,7 @@ ANALYTICAL_SYSTEM = "analytical/system.json"
 ANALYTICAL_NETWORK_1D = "analytical/network_1d.yml"
 ANALYTICAL_SYSTEM_1D = "analytical/system_1d.json"
 REMOTE_MEMORY = "analytical/remote_memory.json"
+APPROXIMATIONS = "analytical/approximations.json"
 RESULT = "result.json"
 TIMELINE = "trace.json"
 LOGS_DIR = "logs"

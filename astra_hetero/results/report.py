@@ -30,6 +30,7 @@ class TextTable:
     columns: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     caption: str = ""
+    notes: tuple[str, ...] = ()  # lines printed after the caption, each on its own line
 
 
 def render_summary(result: RunResult, label: str = "") -> str:
@@ -46,6 +47,7 @@ def summary_tables(summary: RunSummary) -> list[TextTable]:
     result = summary.result
     scale, unit = time_unit(result.iteration_time_us)
     spread_columns = (f"compute ({unit})", f"exposed comm ({unit})", f"idle ({unit})")
+    others = [w for w in result.warnings if w not in result.approximations]
     title = (f"{summary.label}: {result.backend}, {result.num_ranks} ranks, "
              f"iteration {format_number(result.iteration_time_us / scale)} {unit}; by pipeline stage")
     by_stage = TextTable(
@@ -54,7 +56,8 @@ def summary_tables(summary: RunSummary) -> list[TextTable]:
         rows=tuple((g.label, str(g.num_ranks), ", ".join(g.gpus), *_spreads(g, scale))
                    for g in summary.stages),
         caption="cells: min / mean / max over the group's ranks"
-                + (f"; {len(result.warnings)} warning(s) in result.json" if result.warnings else ""),
+                + (f"; {len(others)} warning(s) in result.json" if others else ""),
+        notes=result.approximations,
     )
     shares = summary.idle_share_by_gpu
     by_gpu = TextTable(
@@ -110,6 +113,8 @@ def to_text(tables: Iterable[TextTable], width: int = WIDTH) -> str:
         console.print(rich_table)
         if table.caption:
             console.print(table.caption + "\n")
+        for note in table.notes:  # soft_wrap: a note stays one line however long
+            console.print(note + "\n", soft_wrap=True, markup=False)
     return _tidy(buffer.getvalue())
 
 
@@ -130,6 +135,7 @@ def to_markdown(tables: Iterable[TextTable]) -> str:
         lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in table.rows]
         if table.caption:
             lines += ["", table.caption]
+        lines += [line for note in table.notes for line in ("", f"> {note}")]
         parts.append("\n".join(lines))
     return "\n\n".join(parts) + "\n"
 

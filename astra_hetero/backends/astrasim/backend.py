@@ -7,7 +7,7 @@ log's tail and returns nothing; the caller writes `result.json` only on success.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from astra_hetero.backends.astrasim.locate import locate_binary
 from astra_hetero.backends.astrasim.parse import ParsedRun, parse_output
 from astra_hetero.backends.astrasim.process import ProcessOutcome, run_native
 from astra_hetero.errors import BackendUnavailable, RunDirError
-from astra_hetero.results.model import RankResult, RunOutput, RunResult
+from astra_hetero.results.model import APPROXIMATION, RankResult, RunOutput, RunResult
 
 CYCLES_NOTE = "ASTRA-sim cycles are nanoseconds; times here are microseconds (cycles / 1000)"
 # ASTRA-sim reports finish = GPU time + exposed communication for every rank (checked on real output), so
@@ -54,13 +54,15 @@ class AstraSimBackend:
         for rank in range(len(labels)):
             if not layout.trace_path(rank).is_file():
                 raise RunDirError(f"{layout.trace_path(rank)}: missing trace of rank {rank}")
+        notes = approximation_warnings(run_dir, self.flavor.network)  # checked before a long run
         log_path = run_dir / self.log_name
         outcome, argv = self._execute(run_dir, log_path)
         text = log_path.read_text(errors="replace")
         parsed = parse_output(text, len(labels), outcome, binary=Path(argv[0]).name)
         meta = {"argv": list(argv), "log": self.log_name, "docker_image": self.docker_image,
                 "exposed_comm_note": EXPOSED_NOTE}
-        return RunOutput(to_result(self.name, parsed, labels, outcome, meta))
+        result = to_result(self.name, parsed, labels, outcome, meta)
+        return RunOutput(replace(result, warnings=(*notes, *result.warnings)))
 
     def _execute(self, run_dir: Path, log_path: Path) -> tuple[ProcessOutcome, tuple[str, ...]]:
         if self.docker_image is None:
@@ -74,6 +76,19 @@ class AstraSimBackend:
         executable = runner.executable(self.flavor.binary_name)
         command = build_command(self.flavor, run_dir, executable, CONTAINER_ROOT)
         return runner.run(command, run_dir, log_path, self.timeout_s), command.argv
+
+
+def approximation_warnings(run_dir: Path, network_file: str) -> tuple[str, ...]:
+    """The run directory's note on what `network_file` (and its system file) flattened, if any."""
+    path = run_dir / rundir.APPROXIMATIONS
+    if not path.is_file():  # a run directory written by another tool, or before this file existed
+        return ()
+    note = rundir.read_json_object(path, "run `astra-hetero topology` again").get(network_file)
+    if note is None:
+        return ()
+    if not isinstance(note, str):
+        raise RunDirError(f"{path}: {network_file!r} should be one line of text")
+    return (APPROXIMATION + note,)
 
 
 def rank_labels(manifest: dict[str, Any], run_dir: Path) -> list[dict[str, Any]]:
