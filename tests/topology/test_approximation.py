@@ -11,7 +11,7 @@ from astra_hetero import rundir
 from astra_hetero.spec import parse_spec
 from astra_hetero.topology import checked_graph, write_topology
 from astra_hetero.topology.approximation import group_figures
-from tests.conftest import make_spec_data, node_group
+from tests.conftest import node_group
 from tests.topology.files import with_workload
 
 GIB_IN_GB = 2**30 / 1e9
