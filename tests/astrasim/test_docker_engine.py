@@ -132,8 +132,11 @@ def build_arguments(astra_sim_image: str, ca_bundle: Path | None) -> dict[str, s
         if os.environ.get(name):
             args[name] = os.environ[name]
     for name in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST"):
-        urls = [u for u in os.environ.get(name, "").split() if name == "PIP_TRUSTED_HOST"
-                or u.startswith(("http://", "https://"))]  # file:// indexes are this machine's only
+        urls = [
+            u
+            for u in os.environ.get(name, "").split()
+            if name == "PIP_TRUSTED_HOST" or u.startswith(("http://", "https://"))
+        ]  # file:// indexes are this machine's only
         if urls:
             args[name] = " ".join(urls)
     if ca_bundle is not None:
@@ -143,8 +146,11 @@ def build_arguments(astra_sim_image: str, ca_bundle: Path | None) -> dict[str, s
 
 def checkout_copy(into: Path) -> Path:
     """The checkout without what .dockerignore leaves out, so that the test never writes into it."""
-    patterns = [line.strip().removeprefix("**/") for line in (REPO / ".dockerignore").read_text().splitlines()
-                if line.strip() and not line.startswith("#")]
+    patterns = [
+        line.strip().removeprefix("**/")
+        for line in (REPO / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     return Path(shutil.copytree(REPO, into, ignore=shutil.ignore_patterns(*patterns)))
 
 
@@ -152,8 +158,9 @@ def _build(client, context: Path, tag: str, dockerfile: str = "Dockerfile", **bu
     import docker.errors
 
     try:
-        client.images.build(path=str(context), dockerfile=dockerfile, tag=tag, buildargs=buildargs,
-                            rm=True, forcerm=True)
+        client.images.build(
+            path=str(context), dockerfile=dockerfile, tag=tag, buildargs=buildargs, rm=True, forcerm=True
+        )
     except docker.errors.BuildError as exc:
         tail = "".join(str(chunk.get("stream", chunk.get("error", ""))) for chunk in exc.build_log)[-3000:]
         pytest.fail(f"building {tag} failed: {exc}\n{tail}")
@@ -177,8 +184,11 @@ def images(tmp_path_factory):
         ca_bundle = pip_ca_bundle()
         if ca_bundle is not None:
             shutil.copy2(ca_bundle, checkout / CA_IN_CONTEXT)
-        made.append(_build(client, checkout, hetero_tag, "docker/Dockerfile",
-                           **build_arguments(astra_sim_tag, ca_bundle)))
+        made.append(
+            _build(
+                client, checkout, hetero_tag, "docker/Dockerfile", **build_arguments(astra_sim_tag, ca_bundle)
+            )
+        )
         yield client, hetero_tag, names
     finally:
         for tag in reversed(made):
@@ -214,7 +224,8 @@ def _run_dir(root: Path) -> Path:
 
 @pytest.mark.parametrize("backend", ["analytical", "analytical-unaware", "ns3"])
 def test_backend_in_the_image_mounts_only_the_run_directory_as_the_caller_and_leaves_nothing(
-        images, tmp_path, backend):
+    images, tmp_path, backend
+):
     import docker.errors
 
     from astra_hetero.pipeline import execute
@@ -253,9 +264,12 @@ def test_everything_runs_inside_the_container(images, tmp_path):
 
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(SMALL_SPEC))
     output = client.containers.run(
-        image, ["astra-hetero", "run", "runs/spec.yaml", "-o", "runs/out", "--backend", "analytical-unaware"],
-        user=f"{os.getuid()}:{os.getgid()}", volumes={str(tmp_path): {"bind": "/work/runs", "mode": "rw"}},
-        remove=True, stderr=True,
+        image,
+        ["astra-hetero", "run", "runs/spec.yaml", "-o", "runs/out", "--backend", "analytical-unaware"],
+        user=f"{os.getuid()}:{os.getgid()}",
+        volumes={str(tmp_path): {"bind": "/work/runs", "mode": "rw"}},
+        remove=True,
+        stderr=True,
     ).decode()
     from astra_hetero.results.io import read_result
 
