@@ -101,7 +101,9 @@ def test_link_kinds_name_their_rates_with_units():
 
 def test_mixed_groups_mark_the_slower_groups_links_as_bottlenecks():
     spec, graph, drawing = draw([H100, A100])
-    marked, notes = bottleneck_links(graph, dict(zip(spec.cluster.group_names, spec.cluster.node_groups)))
+    marked, notes = bottleneck_links(
+        graph, dict(zip(spec.cluster.group_names, spec.cluster.node_groups, strict=True))
+    )
     groups_marked = {
         graph.nodes[n]["group"] for link in marked for n in link if graph.nodes[n]["role"] in ("gpu", "nic")
     }
