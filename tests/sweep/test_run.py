@@ -107,7 +107,8 @@ def test_default_backend_is_embedded_and_faster_nics_never_slow_the_iteration(tm
 def test_cli_prints_each_points_approximation_once_whole(tmp_path, options, capsys):
     # Two points on the mixed cluster, differing in the A100 NICs: two different approximation lines.
     grid = {"cluster.node_groups[1].nic.gbps": [100, 200]}
-    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump({"base": make_spec_data(), "name": "nic", "grid": grid}))
+    sweep_data = {"base": make_spec_data(), "name": "nic", "grid": grid}
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep_data))
     argv = ["sweep", str(tmp_path / "sweep.yaml"), "-o", str(tmp_path / "out"), "--quiet",
             "--backend", BACKEND, "--bin-dir", options["bin_dir"]]
     assert main(argv) == 0
