@@ -22,15 +22,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     graph = checked_graph(spec)
-    cluster = figures(graph)
     with rundir.publish(args.output) as staging:
         write_topology(spec, staging, graph)
         if args.draw:
             from astra_hetero.topology.draw import draw_cluster
 
-            draw_cluster(spec, graph, staging / "topology.png", cluster)
-    print(f"wrote {args.output / rundir.NS3_DIR}/ and {args.output / rundir.ANALYTICAL_DIR}/"
-          + (f" and {args.output / 'topology.png'}" if args.draw else ""))
-    for line in cluster.lines():
+            draw_cluster(graph, staging / "topology.png")
+    print(f"wrote {args.output / rundir.NS3_DIR}/ and {args.output / rundir.ANALYTICAL_DIR}/")
+    for line in figures(graph).lines():
         print(line)
     return 0

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING
 
 import networkx as nx
 
-from astra_hetero.spec.schema import Spec
-from astra_hetero.topology.figures import Figures
+from astra_hetero.topology.figures import Figures, figures
 from astra_hetero.topology.schematic import Y_NODE_BOTTOM, Mark, Schematic, Segment, schematic
 
 if TYPE_CHECKING:
@@ -42,13 +41,12 @@ BOTTLENECK = "#d62728"
 DPI = 120
 
 
-def draw_cluster(spec: Spec, graph: nx.Graph, path: Path, cluster: Figures) -> Path:
-    """Write the schematic of `graph` (built from `spec`) to `path` as a PNG; `cluster` gives the title's
-    figures. Returns `path`."""
+def draw_cluster(graph: nx.Graph, path: Path) -> Path:
+    """Write the schematic of a cluster graph (topology/cluster.py) to `path` as a PNG; returns `path`."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    drawing = schematic(spec, graph)
+    drawing = schematic(graph)
     fig = Figure(figsize=(min(max(drawing.width * 0.42 + 2.5, 9.0), 32.0), 8.5), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.subplots()
@@ -57,7 +55,7 @@ def draw_cluster(spec: Spec, graph: nx.Graph, path: Path, cluster: Figures) -> P
     _segments(ax, drawing.segments)
     _marks(ax, drawing.marks, gpu_colours)
     _legend(fig, ax, drawing, gpu_colours)
-    ax.set_title(_title(spec, cluster), fontsize="medium")
+    ax.set_title(_title(graph, drawing, figures(graph)), fontsize="medium")
     ax.set_xlim(-1.0, drawing.width + 1.0)
     ax.set_ylim(-4.6, 10.6)
     ax.set_axis_off()
@@ -65,16 +63,18 @@ def draw_cluster(spec: Spec, graph: nx.Graph, path: Path, cluster: Figures) -> P
     return Path(path)
 
 
-def _title(spec: Spec, cluster: Figures) -> str:
+def _title(graph: nx.Graph, drawing: Schematic, cluster: Figures) -> str:
     plural = {"leaf": "leaves", "rail": "rails", "core": "core switches", "spine": "spines"}
     switches = ", ".join(
         f"{n} {role if n == 1 else plural[role]}"
         for role, n in cluster.switches_by_role.items()
         if role in plural
     )
+    name = graph.graph.get("name") or "cluster"
     return (
-        f"{spec.name}: {cluster.num_gpus} GPUs in {spec.cluster.num_nodes} nodes\n"
-        f"{spec.network.topology} network ({switches}); bisection {cluster.bisection_gbps:g} Gbit/s one way"
+        f"{name}: {cluster.num_gpus} GPUs in {drawing.num_nodes} nodes\n"
+        f"{graph.graph.get('topology', '')} network ({switches}); "
+        f"bisection {cluster.bisection_gbps:g} Gbit/s one way"
     )
 
 

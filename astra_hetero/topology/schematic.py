@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from astra_hetero.spec.schema import NodeGroupSpec, Spec
-
 ACCESS_ROLES = ("leaf", "rail", "core")
 NETWORK_KINDS = ("nic", "uplink")  # rates in Gbit/s; every other kind is an intra-node fabric (GB/s)
 # Vertical tiers (one unit = one GPU column).
@@ -89,6 +87,29 @@ class Schematic:
     link_kinds: tuple[LinkKind, ...]
     bottlenecks: tuple[str, ...]  # one line per bottleneck found, for the caption
     width: float
+    num_nodes: int
+
+
+@dataclass(frozen=True)
+class GroupFigures:
+    """A node group as the graph shows it (all its nodes are built alike)."""
+
+    name: str
+    count: int  # nodes
+    gpus_per_node: int
+    gpu: str  # GPU type
+    fabric: str  # intra-node fabric name ("" without an intra-node switch)
+    fabric_gbytes_per_s: float  # per GPU
+    nics_per_node: int
+    nic_gbps: float
+    scale_out_gbytes_per_s: float  # each GPU's share of its node's NICs
+
+    @property
+    def label(self) -> str:
+        shared = "" if self.nics_per_node == self.gpus_per_node else " shared"
+        nics = f"{self.nics_per_node}×{self.nic_gbps:g}G NIC{shared}"
+        inside = ", ".join(p for p in (f"{self.gpus_per_node} {self.gpu}", self.fabric, nics) if p)
+        return f"{self.name}: {self.count} × ({inside})"
 
 
 @dataclass
@@ -99,9 +120,11 @@ class _Host:
     intra: int | None = None
 
 
-def schematic(spec: Spec, graph: nx.Graph, max_nodes: int = 2, max_spines: int = 4) -> Schematic:
-    groups = dict(zip(spec.cluster.group_names, spec.cluster.node_groups, strict=True))
+def schematic(graph: nx.Graph, max_nodes: int = 2, max_spines: int = 4) -> Schematic:
+    """The drawing of a cluster graph (topology/cluster.py) with at most `max_nodes` nodes per node group
+    and `max_spines` spines drawn one by one."""
     hosts = _hosts(graph)
+    groups = group_figures(graph, hosts)
     bottleneck, notes = bottleneck_links(graph, groups)
     marks: dict[object, Mark] = {}  # graph node (or ("more", group)) -> its mark
     frames: list[Frame] = []
@@ -134,7 +157,7 @@ def schematic(spec: Spec, graph: nx.Graph, max_nodes: int = 2, max_spines: int =
                 Y_NODE_BOTTOM - 1.3,
                 x - NODE_GAP + 0.4,
                 Y_NODE_TOP + 0.4,
-                _group_label(name, group),
+                group.label,
                 "group",
             )
         )
@@ -142,7 +165,7 @@ def schematic(spec: Spec, graph: nx.Graph, max_nodes: int = 2, max_spines: int =
     width = max(x - GROUP_GAP, 1.0)
     _place_switches(graph, hosts, collapsed, marks, width, max_spines)
     segments = _segments(graph, hosts, collapsed, marks, bottleneck)
-    gpu_types = Counter(groups[hosts[graph.nodes[g]["host"]].group].gpu.type_key for g in _gpus(graph))
+    gpu_types = Counter(graph.nodes[g]["gpu"] for g in _gpus(graph))
     kinds = Counter((kind, rate) for _, _, kind, rate in _edges(graph))
     drawn = dict.fromkeys(m for key, m in marks.items() if not (isinstance(key, tuple) and key[0] == "more"))
     return Schematic(
@@ -153,15 +176,16 @@ def schematic(spec: Spec, graph: nx.Graph, max_nodes: int = 2, max_spines: int =
         link_kinds=tuple(LinkKind(k, r, n) for (k, r), n in sorted(kinds.items(), key=_kind_order)),
         bottlenecks=tuple(notes),
         width=width,
+        num_nodes=len(hosts),
     )
 
 
-def bottleneck_links(graph: nx.Graph, groups: dict[str, NodeGroupSpec]) -> tuple[set[frozenset], list[str]]:
+def bottleneck_links(graph: nx.Graph, groups: dict[str, GroupFigures]) -> tuple[set[frozenset], list[str]]:
     """(links that are bottlenecks, as frozensets of their two ends; one line per kind of bottleneck)."""
     marked: set[frozenset] = set()
     notes: list[str] = []
-    fabric = {name: g.intra_node_fabric.gbytes_per_s for name, g in groups.items()}
-    share = {name: g.nic.gbps * g.nics_per_node / g.gpus_per_node / 8 for name, g in groups.items()}
+    fabric = {name: g.fabric_gbytes_per_s for name, g in groups.items()}
+    share = {name: g.scale_out_gbytes_per_s for name, g in groups.items()}
     for tier, per_group, kinds in (("scale-up", fabric, None), ("scale-out", share, NETWORK_KINDS[:1])):
         present = {n: v for n, v in per_group.items() if _has_tier(graph, n, kinds)}
         if len(set(present.values())) < 2:
@@ -234,17 +258,16 @@ def _hosts(graph: nx.Graph) -> dict[int, _Host]:
 
 
 def _place_node(
-    graph: nx.Graph, host: _Host, group: NodeGroupSpec, x0: float, marks: dict, frames: list[Frame]
+    graph: nx.Graph, host: _Host, group: GroupFigures, x0: float, marks: dict, frames: list[Frame]
 ) -> float:
     """Marks for one node's GPUs, intra-node switch and NICs from x0; returns the node's right edge."""
     nic_on_gpu = all(any(graph.nodes[n]["role"] == "gpu" for n in graph.neighbors(nic)) for nic in host.nics)
     columns = max(len(host.gpus), len(host.nics), 1)
     for i, gpu in enumerate(host.gpus):
-        marks[gpu] = Mark(x0 + 0.5 + i, Y_GPU, "gpu", gpu_type=group.gpu.type_key)
+        marks[gpu] = Mark(x0 + 0.5 + i, Y_GPU, "gpu", gpu_type=group.gpu)
     centre = x0 + columns / 2
     if host.intra is not None:
-        fabric = group.intra_node_fabric
-        label = f"{fabric.preset or fabric.name} {fabric.gbytes_per_s:g} GB/s per GPU"
+        label = f"{group.fabric} {group.fabric_gbytes_per_s:g} GB/s per GPU"
         marks[host.intra] = Mark(centre, Y_INTRA_BELOW if nic_on_gpu else Y_INNER, "intra", label)
     for i, nic in enumerate(host.nics):
         if nic_on_gpu:
@@ -321,11 +344,27 @@ def _segments(
     ]
 
 
-def _group_label(name: str, group: NodeGroupSpec) -> str:
-    fabric = group.intra_node_fabric.preset or group.intra_node_fabric.name
-    shared = "" if group.nics_per_node == group.gpus_per_node else " shared"
-    nics = f"{group.nics_per_node}×{group.nic.gbps:g}G NIC{shared}"
-    return f"{name}: {group.count} × ({group.gpus_per_node} {group.gpu.type_key}, {fabric}, {nics})"
+def group_figures(graph: nx.Graph, hosts: dict[int, _Host] | None = None) -> dict[str, GroupFigures]:
+    """Per node group, in rank order, what its first node shows."""
+    hosts = _hosts(graph) if hosts is None else hosts
+    figures: dict[str, GroupFigures] = {}
+    for host in hosts.values():
+        if host.group in figures:
+            continue
+        gpu = graph.nodes[host.gpus[0]]
+        nic_rates = [rate for nic in host.nics for *_, kind, rate in _edges(graph, nic) if kind == "nic"]
+        figures[host.group] = GroupFigures(
+            name=host.group,
+            count=sum(h.group == host.group for h in hosts.values()),
+            gpus_per_node=len(host.gpus),
+            gpu=gpu["gpu"],
+            fabric=graph.nodes[host.intra].get("fabric", "") if host.intra is not None else "",
+            fabric_gbytes_per_s=gpu["scale_up_gbps"] / 8,
+            nics_per_node=len(host.nics),
+            nic_gbps=min(nic_rates, default=0.0),
+            scale_out_gbytes_per_s=gpu["scale_out_gbps"] / 8,
+        )
+    return figures
 
 
 def _kind_order(item: tuple[tuple[str, float], int]) -> tuple[int, str, float]:

@@ -7,8 +7,8 @@ from collections import Counter
 import pytest
 
 from astra_hetero.spec import parse_spec
-from astra_hetero.topology import checked_graph, figures
-from astra_hetero.topology.schematic import Schematic, bottleneck_links, schematic
+from astra_hetero.topology import checked_graph
+from astra_hetero.topology.schematic import Schematic, bottleneck_links, group_figures, schematic
 from tests.conftest import node_group
 from tests.topology.files import with_workload
 
@@ -20,7 +20,7 @@ def draw(groups, **network):
     network = {"topology": "spine_leaf", "nodes_per_leaf": 2, **network}
     spec = parse_spec(with_workload({"cluster": {"node_groups": groups}, "network": network}))
     graph = checked_graph(spec)
-    return spec, graph, schematic(spec, graph)
+    return spec, graph, schematic(graph)
 
 
 def represented_links(drawing: Schematic) -> int:
@@ -101,9 +101,7 @@ def test_link_kinds_name_their_rates_with_units():
 
 def test_mixed_groups_mark_the_slower_groups_links_as_bottlenecks():
     spec, graph, drawing = draw([H100, A100])
-    marked, notes = bottleneck_links(
-        graph, dict(zip(spec.cluster.group_names, spec.cluster.node_groups, strict=True))
-    )
+    marked, notes = bottleneck_links(graph, group_figures(graph))
     groups_marked = {
         graph.nodes[n]["group"] for link in marked for n in link if graph.nodes[n]["role"] in ("gpu", "nic")
     }
@@ -139,6 +137,18 @@ def test_the_drawing_is_a_png_with_the_clusters_figures(tmp_path):
     from astra_hetero.topology.draw import draw_cluster
 
     spec, graph, _ = draw([H100, A100])
-    path = draw_cluster(spec, graph, tmp_path / "topology.png", figures(graph))
+    path = draw_cluster(graph, tmp_path / "topology.png")
     height, width, _ = imread(path).shape
     assert width > height > 400
+
+
+def test_node_group_frames_say_what_each_node_holds():
+    l40s = node_group("l40s", "l40s", count=5, gpus_per_node=8, fabric="pcie4", nic={"gbps": 200, "count": 2})
+    _, _, drawing = draw([H100, l40s])
+    labels = [f.label for f in drawing.frames if f.style == "group"]
+    assert labels == [
+        "h100: 2 × (4 h100-sxm, nvlink4, 4×400G NIC)",
+        "l40s: 5 × (8 l40s, pcie4, 2×200G NIC shared)",
+    ]
+    intra = {m.label for m in drawing.marks if m.role == "intra"}
+    assert intra == {"nvlink4 450 GB/s per GPU", "pcie4 32 GB/s per GPU"}
