@@ -9,8 +9,8 @@ A run directory is what every backend executes. Its paths are a contract with ot
     ns3/topology.txt, ns3/config.txt, ns3/logical_topology.json, ns3/flow.txt, ns3/trace.txt
     analytical/network.yml, analytical/system.json           multi-dimensional (congestion-unaware)
     analytical/network_1d.yml, analytical/system_1d.json     one dimension (congestion-aware)
-    analytical/remote_memory.json
     analytical/approximations.json  per network file, what ASTRA-sim was told only as a bottleneck
+    analytical/remote_memory.json
     result.json, trace.json, logs/  written by `run`
 
 Writers never leave a half-written directory that looks complete: they build their part in a
@@ -43,8 +43,8 @@ ANALYTICAL_NETWORK = "analytical/network.yml"
 ANALYTICAL_SYSTEM = "analytical/system.json"
 ANALYTICAL_NETWORK_1D = "analytical/network_1d.yml"
 ANALYTICAL_SYSTEM_1D = "analytical/system_1d.json"
-REMOTE_MEMORY = "analytical/remote_memory.json"
 APPROXIMATIONS = "analytical/approximations.json"
+REMOTE_MEMORY = "analytical/remote_memory.json"
 RESULT = "result.json"
 TIMELINE = "trace.json"
 LOGS_DIR = "logs"
