@@ -131,13 +131,14 @@ def iteration_times_figure(summaries: Sequence[RunSummary]) -> Figure:
     fig = _figure(width=min(3.0 + 1.4 * len(summaries), 14.0), height=4.0)
     ax = fig.subplots()
     values = [s.result.iteration_time_us / scale for s in summaries]
-    bars = ax.bar([f"{s.label}\n({s.result.backend})" for s in summaries], values, color=PARTS[0][1])
+    bars = ax.bar([s.label for s in summaries], values, color=PARTS[0][1])
     notes = [
         f"{v:,.2f} {unit}\n" + ("n/a" if math.isnan(s.ratio_to_first) else f"{s.ratio_to_first:.2f}x")
         for v, s in zip(values, summaries, strict=True)
     ]
     ax.bar_label(bars, labels=notes, fontsize="small", padding=2)
     ax.set_ylim(0, max(values + [0.0]) * 1.2 or 1.0)
+    ax.set_xticks(range(len(summaries)), labels=[f"{s.label}\n({s.result.backend})" for s in summaries])
     ax.set_ylabel(f"time of one training iteration ({unit})")
     ax.set_title(f"iteration time per run, and its ratio to {summaries[0].label}", fontsize="medium")
     ax.tick_params(axis="x", labelrotation=15 if len(summaries) > 3 else 0)

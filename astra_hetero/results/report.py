@@ -47,20 +47,19 @@ def summary_tables(summary: RunSummary) -> list[TextTable]:
     result = summary.result
     scale, unit = time_unit(result.iteration_time_us)
     spread_columns = (f"compute ({unit})", f"exposed comm ({unit})", f"idle ({unit})")
-    others = [w for w in result.warnings if w not in result.approximations]
     title = (
         f"{summary.label}: {result.backend}, {result.num_ranks} ranks, "
         f"iteration {format_number(result.iteration_time_us / scale)} {unit}; by pipeline stage"
     )
     by_stage = TextTable(
         title=title,
+        notes=result.approximations,  # shown whole, each on a line of its own
         columns=("stage", "ranks", "GPUs", *spread_columns),
         rows=tuple(
             (g.label, str(g.num_ranks), ", ".join(g.gpus), *_spreads(g, scale)) for g in summary.stages
         ),
         caption="cells: min / mean / max over the group's ranks"
-        + (f"; {len(others)} warning(s) in result.json" if others else ""),
-        notes=result.approximations,
+        + (f"; {len(result.warnings)} warning(s) in result.json" if result.warnings else ""),
     )
     shares = summary.idle_share_by_gpu
     by_gpu = TextTable(

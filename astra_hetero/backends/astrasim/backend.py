@@ -50,13 +50,18 @@ class AstraSimBackend:
         return f"{rundir.LOGS_DIR}/{self.name}.log"
 
     def run(self, run_dir: Path) -> RunOutput:
+        """The simulator's result, its first warning saying what ASTRA-sim could not be told exactly."""
+        notes = approximation_warnings(Path(run_dir), self.flavor.network)  # checked before a long run
+        result = self._simulate(run_dir).result
+        return RunOutput(replace(result, warnings=(*notes, *result.warnings)))
+
+    def _simulate(self, run_dir: Path) -> RunOutput:
         run_dir = Path(run_dir)
         layout = rundir.RunDir(run_dir)
         labels = rank_labels(layout.read_manifest(), run_dir)
         for rank in range(len(labels)):
             if not layout.trace_path(rank).is_file():
                 raise RunDirError(f"{layout.trace_path(rank)}: missing trace of rank {rank}")
-        notes = approximation_warnings(run_dir, self.flavor.network)  # checked before a long run
         log_path = run_dir / self.log_name
         outcome, argv = self._execute(run_dir, log_path)
         text = log_path.read_text(errors="replace")
@@ -67,8 +72,7 @@ class AstraSimBackend:
             "docker_image": self.docker_image,
             "exposed_comm_note": EXPOSED_NOTE,
         }
-        result = to_result(self.name, parsed, labels, outcome, meta)
-        return RunOutput(replace(result, warnings=(*notes, *result.warnings)))
+        return RunOutput(to_result(self.name, parsed, labels, outcome, meta))
 
     def _execute(self, run_dir: Path, log_path: Path) -> tuple[ProcessOutcome, tuple[str, ...]]:
         if self.docker_image is None:
