@@ -11,6 +11,7 @@ A run directory is what every backend executes. Its paths are a contract with ot
     nccl_tests/                     copies of the spec's measured nccl-tests tables (manifest lists them)
     analytical/network.yml, analytical/system.json           multi-dimensional (congestion-unaware)
     analytical/network_1d.yml, analytical/system_1d.json     one dimension (congestion-aware)
+    analytical/approximations.json  per network file, what ASTRA-sim was told only as a bottleneck
     analytical/remote_memory.json
     calibration.csv                 a copy of the spec's calibration table, if it has one
     result.json, trace.json, logs/  written by `run`
@@ -51,6 +52,7 @@ ANALYTICAL_NETWORK = "analytical/network.yml"
 ANALYTICAL_SYSTEM = "analytical/system.json"
 ANALYTICAL_NETWORK_1D = "analytical/network_1d.yml"
 ANALYTICAL_SYSTEM_1D = "analytical/system_1d.json"
+APPROXIMATIONS = "analytical/approximations.json"
 REMOTE_MEMORY = "analytical/remote_memory.json"
 NS3_RUN_OUTPUTS = ("ns3/mix.tr", "ns3/fct.txt", "ns3/pfc.txt", "ns3/qlen.txt")  # written by ns-3 as it runs
 RESULT = "result.json"

@@ -14,6 +14,7 @@ from astra_hetero.cli.options import (
     positive_seconds,
 )
 from astra_hetero.cli.run import backend_options
+from astra_hetero.results.model import APPROXIMATION
 from astra_hetero.sweep import PointOutcome, load_sweep, run_sweep
 from astra_hetero.sweep.plan import MAX_POINTS
 from astra_hetero.sweep.run import CSV_NAME, first_line
@@ -108,7 +109,20 @@ def sweep(args: argparse.Namespace) -> int:
             first_line(outcome.error)[:80],
         )
     console.print(table)
+    for line, names in approximations(outcomes).items():  # each distinct line once, whole
+        where = "" if len(names) == len(outcomes) else f" [{', '.join(names)}]"
+        console.print(line + where, soft_wrap=True, markup=False, highlight=False)
     num_failed = sum(not outcome.ok for outcome in outcomes)
     failures = f"; {num_failed} point(s) failed" if num_failed else ""
     console.print(f"wrote {args.output / CSV_NAME}{failures}")
     return 1 if num_failed else 0
+
+
+def approximations(outcomes: list[PointOutcome]) -> dict[str, list[str]]:
+    """Each distinct approximation line of the points' results -> the points it applies to."""
+    found: dict[str, list[str]] = {}
+    for outcome in outcomes:
+        for warning in outcome.warnings:
+            if warning.startswith(APPROXIMATION):
+                found.setdefault(warning, []).append(outcome.name)
+    return found

@@ -12,6 +12,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 RESULT_FORMAT = "astra-hetero/result@1"
+# A warning starting with this says that the backend simulated the cluster only approximately (one line,
+# shown by every summary and report; see topology/approximation.py).
+APPROXIMATION = "approximation: "
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,10 @@ class RunResult:
     @property
     def num_ranks(self) -> int:
         return len(self.ranks)
+
+    @property
+    def approximations(self) -> tuple[str, ...]:
+        return tuple(w for w in self.warnings if w.startswith(APPROXIMATION))
 
 
 @dataclass(frozen=True)

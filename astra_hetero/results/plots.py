@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 # Above this many ranks, bars show (stage, GPU type) groups instead of single ranks.
 MAX_RANK_BARS = 64
-PARTS = (("compute", "#4c72b0"), ("exposed comm", "#dd8452"), ("idle", "#c7c7c7"))
+PARTS = (("compute", "#4c72b0"), ("exposed communication", "#dd8452"), ("idle", "#c7c7c7"))
 DPI = 110
 
 
@@ -45,6 +45,10 @@ def write_plots(results: Sequence[tuple[str, RunResult]], out_dir: Path) -> list
 
 
 def plot_rank_breakdown(result: RunResult, path: Path, label: str = "") -> Path:
+    return _save(rank_breakdown_figure(result, label), path)
+
+
+def rank_breakdown_figure(result: RunResult, label: str = "") -> Figure:
     """Horizontal stacked bars (compute / exposed comm / idle) per rank, or per (stage, GPU type)
     group with the group's mean when there are more than MAX_RANK_BARS ranks."""
     per_rank = result.num_ranks <= MAX_RANK_BARS
@@ -60,14 +64,33 @@ def plot_rank_breakdown(result: RunResult, path: Path, label: str = "") -> Path:
     fig = _figure(width=9.0, height=1.5 + 0.22 * len(groups))
     ax = fig.subplots()
     _stacked_barh(ax, labels, groups, scale)
-    ax.axvline(result.iteration_time_us / scale, color="black", linewidth=0.8, linestyle="--")
-    ax.set_xlabel(f"time per iteration ({unit})" + ("" if per_rank else ", mean over the group's ranks"))
-    ax.set_title(f"{label or result.backend}: where each rank's iteration goes")
+    iteration = result.iteration_time_us / scale
+    ax.axvline(
+        iteration,
+        color="black",
+        linewidth=0.8,
+        linestyle="--",
+        label=f"iteration time {iteration:,.4g} {unit}",
+    )
+    ax.set_xlabel(
+        f"time in one training iteration ({unit})" + ("" if per_rank else ", mean over the group's ranks")
+    )
+    ax.set_ylabel("rank · GPU type · pipeline stage" if per_rank else "pipeline stage · GPU type (ranks)")
+    ax.set_title(
+        f"{label or result.backend} ({result.backend}): each rank's iteration split into compute, "
+        "exposed communication and idle time",
+        fontsize="medium",
+        wrap=True,
+    )
     _legend(fig, ax)
-    return _save(fig, path)
+    return fig
 
 
 def plot_stage_times(summaries: Sequence[RunSummary], path: Path) -> Path:
+    return _save(stage_times_figure(summaries), path)
+
+
+def stage_times_figure(summaries: Sequence[RunSummary]) -> Figure:
     """Per stage, mean compute / exposed comm / idle of its ranks; one panel per run, shared time axis."""
     from matplotlib.ticker import MaxNLocator
 
@@ -82,16 +105,27 @@ def plot_stage_times(summaries: Sequence[RunSummary], path: Path) -> Path:
             values = [getattr(g, attr).mean / scale for g in summary.stages]
             ax.bar(stages, values, bottom=bottom, color=color, label=part)
             bottom = [a + b for a, b in zip(bottom, values, strict=True)]
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=16))
-        ax.set_title(summary.label, fontsize="medium")
-        ax.set_xlabel("pipeline stage")
-    axes[0].set_ylabel(f"mean time per rank ({unit})")
+        if len(stages) <= 8:  # room to name each stage's GPU types under it
+            ax.set_xticks(
+                stages,
+                labels=[f"{s}\n{', '.join(g.gpus)}" for s, g in zip(stages, summary.stages, strict=True)],
+                fontsize="small",
+            )
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=16))
+        ax.set_title(f"{summary.label} ({summary.result.backend})", fontsize="medium")
+        ax.set_xlabel("pipeline stage" + (" and its GPU types" if len(stages) <= 8 else ""))
+    axes[0].set_ylabel(f"mean time per rank in one iteration ({unit})")
     _legend(fig, axes[0])
-    fig.suptitle("time per pipeline stage")
-    return _save(fig, path)
+    fig.suptitle("time per pipeline stage\n(mean over its ranks)", fontsize="medium")
+    return fig
 
 
 def plot_iteration_times(summaries: Sequence[RunSummary], path: Path) -> Path:
+    return _save(iteration_times_figure(summaries), path)
+
+
+def iteration_times_figure(summaries: Sequence[RunSummary]) -> Figure:
     """One bar per run, annotated with the time and its ratio to the first run."""
     scale, unit = time_unit(max(s.result.iteration_time_us for s in summaries))
     fig = _figure(width=min(3.0 + 1.4 * len(summaries), 14.0), height=4.0)
@@ -104,10 +138,11 @@ def plot_iteration_times(summaries: Sequence[RunSummary], path: Path) -> Path:
     ]
     ax.bar_label(bars, labels=notes, fontsize="small", padding=2)
     ax.set_ylim(0, max(values + [0.0]) * 1.2 or 1.0)
-    ax.set_ylabel(f"iteration time ({unit})")
-    ax.set_title(f"iteration time (ratio to {summaries[0].label})")
+    ax.set_xticks(range(len(summaries)), labels=[f"{s.label}\n({s.result.backend})" for s in summaries])
+    ax.set_ylabel(f"time of one training iteration ({unit})")
+    ax.set_title(f"iteration time per run, and its ratio to {summaries[0].label}", fontsize="medium")
     ax.tick_params(axis="x", labelrotation=15 if len(summaries) > 3 else 0)
-    return _save(fig, path)
+    return fig
 
 
 def _stacked_barh(ax: Axes, labels: list[str], groups: list[GroupStats], scale: float) -> None:

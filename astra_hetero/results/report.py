@@ -30,6 +30,7 @@ class TextTable:
     columns: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     caption: str = ""
+    notes: tuple[str, ...] = ()  # lines printed after the caption, each on its own line
 
 
 def render_summary(result: RunResult, label: str = "") -> str:
@@ -52,6 +53,7 @@ def summary_tables(summary: RunSummary) -> list[TextTable]:
     )
     by_stage = TextTable(
         title=title,
+        notes=result.approximations,  # shown whole, each on a line of its own
         columns=("stage", "ranks", "GPUs", *spread_columns),
         rows=tuple(
             (g.label, str(g.num_ranks), ", ".join(g.gpus), *_spreads(g, scale)) for g in summary.stages
@@ -125,6 +127,8 @@ def to_text(tables: Iterable[TextTable], width: int = WIDTH) -> str:
         console.print(rich_table)
         if table.caption:
             console.print(table.caption + "\n")
+        for note in table.notes:  # soft_wrap: a note stays one line however long
+            console.print(note + "\n", soft_wrap=True, markup=False)
     return _tidy(buffer.getvalue())
 
 
@@ -149,6 +153,7 @@ def to_markdown(tables: Iterable[TextTable]) -> str:
         lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in table.rows]
         if table.caption:
             lines += ["", table.caption]
+        lines += [line for note in table.notes for line in ("", f"> {note}")]
         parts.append("\n".join(lines))
     return "\n\n".join(parts) + "\n"
 

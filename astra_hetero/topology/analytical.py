@@ -193,8 +193,9 @@ def system_config(spec: Spec, num_dims: int) -> dict[str, object]:
     return system
 
 
-def write_analytical(spec: Spec, graph: nx.Graph, root: Path) -> None:
-    """Write the analytical inputs under `root` (a staging run directory)."""
+def write_analytical(spec: Spec, graph: nx.Graph, root: Path) -> int:
+    """Write the analytical inputs under `root` (a staging run directory); return the number of
+    dimensions of `network.yml`."""
     (root / rundir.ANALYTICAL_DIR).mkdir(parents=True, exist_ok=True)
     multi, flat = analytical_networks(spec, graph)
     files = {
@@ -206,3 +207,4 @@ def write_analytical(spec: Spec, graph: nx.Graph, root: Path) -> None:
     }
     for relative, text in files.items():
         (root / relative).write_text(text)
+    return len(multi.dims)

@@ -47,7 +47,7 @@ def fabric_kind(group: NodeGroupSpec) -> str:
 
 def build_cluster_graph(spec: Spec) -> nx.Graph:
     """The cluster of `spec` with the network shape `spec.network.topology`."""
-    graph = nx.Graph(topology=spec.network.topology)
+    graph = nx.Graph(topology=spec.network.topology, name=spec.name)
     devices = enumerate_devices(spec.cluster)
     for device in devices:
         group = device.spec
@@ -56,6 +56,7 @@ def build_cluster_graph(spec: Spec) -> nx.Graph:
             role="gpu",
             host=device.node,
             group=device.group_name,
+            gpu=device.gpu_type,
             local=device.local_gpu,
             scale_up_gbps=_fabric_gbps(group),
             scale_out_gbps=group.nic.gbps * group.nics_per_node / group.gpus_per_node,
@@ -89,8 +90,8 @@ def _add_node_internals(
     per_gpu = group.nics_per_node == group.gpus_per_node
     intra = None
     if group.gpus_per_node > 1 or not per_gpu:
-        intra = _new_node(graph, "intra", host=host, group=name)
         fabric = group.intra_node_fabric
+        intra = _new_node(graph, "intra", host=host, group=name, fabric=fabric.preset or fabric.name)
         for rank in ranks:
             graph.add_edge(
                 rank,

@@ -1,4 +1,7 @@
-"""The Docker path against a fake docker client (there is no engine here), plus a real-engine test."""
+"""The Docker path against a fake docker client: what is asked of the engine, and the failure cases.
+
+The same path on a real engine: test_docker_engine.py.
+"""
 
 from __future__ import annotations
 
@@ -137,28 +140,3 @@ def test_unreachable_engine_is_a_clear_error(tmp_path, monkeypatch):
     run_dir = write_run_dir(tmp_path / "run", 4)
     with pytest.raises(BackendUnavailable, match="Docker engine unreachable"):
         create_backend("analytical", docker_image=IMAGE).run(run_dir)
-
-
-def _engine_or_skip():
-    try:
-        client = docker.from_env()
-        client.ping()
-    except Exception as exc:  # any failure to reach an engine means: skip
-        pytest.skip(f"no Docker engine reachable ({type(exc).__name__})")
-    return client
-
-
-@pytest.mark.integration
-def test_real_engine_runs_an_image_when_one_is_named(tmp_path):
-    image = os.environ.get("ASTRA_HETERO_TEST_IMAGE")
-    client = _engine_or_skip()
-    if not image:
-        pytest.skip("set ASTRA_HETERO_TEST_IMAGE to an image holding ASTRA-sim (see docker/README.md)")
-    from astra_hetero.pipeline import build_run_dir
-    from astra_hetero.spec import parse_spec
-    from tests.astrasim.test_integration import SMALL_SPEC
-
-    run_dir = build_run_dir(parse_spec(SMALL_SPEC), tmp_path / "run")
-    result = create_backend("analytical-unaware", docker_image=image, docker_client=client).run(
-        Path(run_dir.root)).result
-    assert result.num_ranks == 8 and result.iteration_time_us > 0

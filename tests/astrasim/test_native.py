@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -116,3 +117,24 @@ def test_a_missing_trace_is_named_before_anything_runs(tmp_path):
 def test_a_non_positive_timeout_is_rejected():
     with pytest.raises(BackendUnavailable, match="timeout_s must be positive"):
         create_backend("ns3", timeout_s=0)
+
+
+def test_the_run_directorys_approximation_note_for_the_network_file_run_becomes_a_warning(tmp_path):
+    run_dir = write_run_dir(tmp_path / "run", 4)
+    notes = {"analytical/network.yml": "ASTRA-sim simplified this cluster: two-D note.",
+             "analytical/network_1d.yml": "ASTRA-sim simplified this cluster: one-D note."}
+    (run_dir / "analytical/approximations.json").write_text(json.dumps(notes))
+    binary = write_fake_binary(tmp_path / "bin", UNAWARE,
+                               OUTPUTS / "analytical_unaware_compute_plus_allreduce4_stdout.txt")
+    result = create_backend("analytical-unaware", bin_dir=str(binary.parent)).run(run_dir).result
+    assert result.warnings == ("approximation: ASTRA-sim simplified this cluster: two-D note.",)
+    assert result.approximations == result.warnings
+
+
+def test_a_malformed_approximation_note_fails_before_the_simulator_runs(tmp_path):
+    run_dir = write_run_dir(tmp_path / "run", 4)
+    (run_dir / "analytical/approximations.json").write_text(json.dumps({"analytical/network.yml": 3}))
+    binary = write_fake_binary(tmp_path / "bin", UNAWARE)
+    with pytest.raises(RunDirError, match="approximations.json"):
+        create_backend("analytical-unaware", bin_dir=str(binary.parent)).run(run_dir)
+    assert calls_of(binary) == []

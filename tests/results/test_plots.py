@@ -1,8 +1,18 @@
-"""The plots are written as real, non-empty PNG files."""
+"""The plots are written as real, non-empty PNG files, and each says what it shows, with units."""
 
 from __future__ import annotations
 
-from astra_hetero.results.plots import MAX_RANK_BARS, plot_rank_breakdown, write_plots
+import re
+
+from astra_hetero.results.compare import summarize
+from astra_hetero.results.plots import (
+    MAX_RANK_BARS,
+    iteration_times_figure,
+    plot_rank_breakdown,
+    rank_breakdown_figure,
+    stage_times_figure,
+    write_plots,
+)
 from tests.results.builders import homogeneous_result, mixed_result, pipeline_result
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -15,8 +25,12 @@ def is_png(path) -> bool:
 
 def test_two_runs_give_breakdowns_stage_times_and_iteration_times(tmp_path) -> None:
     paths = write_plots([("homo", homogeneous_result()), ("mixed/het", mixed_result())], tmp_path)
-    assert sorted(p.name for p in paths) == ["iteration.png", "ranks-homo.png", "ranks-mixed_het.png",
-                                             "stages.png"]
+    assert sorted(p.name for p in paths) == [
+        "iteration.png",
+        "ranks-homo.png",
+        "ranks-mixed_het.png",
+        "stages.png",
+    ]
     assert all(is_png(p) for p in paths)
 
 
@@ -29,3 +43,35 @@ def test_many_ranks_are_plotted_as_stage_and_gpu_groups(tmp_path) -> None:
     result = pipeline_result(["h100-sxm", "h100-sxm", "a100-80", "a100-80"], [50.0, 50.0, 80.0, 80.0], dp=256)
     assert result.num_ranks > MAX_RANK_BARS
     assert is_png(plot_rank_breakdown(result, tmp_path / "ranks.png", "1024 ranks"))
+
+
+def _says_what_it_shows(fig) -> list[str]:
+    """Problems: a figure without a title, an axes of bars without a labelled time unit, no legend."""
+    problems = []
+    titles = [fig.get_suptitle()] + [ax.get_title() for ax in fig.axes]
+    if not any(titles):
+        problems.append("no title")
+    for ax in fig.axes:
+        # Panels that share a time axis carry its label once.
+        labels = " ".join(
+            [ax.get_xlabel()] + [a.get_ylabel() for a in ax.get_shared_y_axes().get_siblings(ax)]
+        )
+        if ax.patches and not re.search(r"\((s|ms|µs)\)", labels):
+            problems.append(f"no time unit in {labels!r}")
+    return problems
+
+
+def test_every_figure_says_what_it_shows_with_units() -> None:
+    summaries = summarize([("homo", homogeneous_result()), ("mixed", mixed_result())])
+    many = pipeline_result(["h100-sxm", "a100-80"], [50.0, 80.0], dp=64)
+    figures = [
+        rank_breakdown_figure(mixed_result(), "mixed"),
+        rank_breakdown_figure(many, "many"),
+        stage_times_figure(summaries),
+        iteration_times_figure(summaries),
+    ]
+    for fig in figures:
+        assert _says_what_it_shows(fig) == []
+    breakdown = figures[0]
+    legend = [t.get_text() for t in breakdown.legends[0].get_texts()]
+    assert sorted(legend) == ["compute", "exposed communication", "idle", "iteration time 95 µs"]

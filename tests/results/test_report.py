@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -15,6 +16,7 @@ from astra_hetero.results.report import (
     comparison_tables,
     format_number,
     render_summary,
+    summary_tables,
     time_unit,
     to_markdown,
 )
@@ -117,3 +119,16 @@ def test_markdown_tables_carry_the_same_numbers() -> None:
                                              (-2.5, "-2.500")])
 def test_numbers_show_four_significant_digits(value: float, text: str) -> None:
     assert format_number(value) == text
+
+
+def test_an_approximation_is_one_line_in_the_summary_and_the_markdown() -> None:
+    note = "approximation: ASTRA-sim simplified this cluster: " + "one figure for every NPU, " * 8 + "end."
+    result = dataclasses.replace(mixed_result(), warnings=(note, "exit status 134 after every rank finished"))
+    text = render_summary(result, label="mixed")
+    assert text.splitlines().count(note) == 1  # whole, on a line of its own, however long
+    assert "2 warning(s) in result.json" in text
+    assert f"\n> {note}\n" in to_markdown(summary_tables(summarize([("mixed", result)])[0]))
+
+
+def test_a_result_without_approximations_shows_none() -> None:
+    assert "approximation" not in render_summary(mixed_result())

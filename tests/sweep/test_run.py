@@ -102,3 +102,20 @@ def test_default_backend_is_embedded_and_faster_nics_never_slow_the_iteration(tm
     times = [float(row["iteration_time_us"]) for row in table]
     assert times[0] >= times[1] >= times[2]
     assert read_result(tmp_path / "out" / table[0]["point"]).backend == "embedded"
+
+
+def test_cli_prints_each_points_approximation_once_whole(tmp_path, options, capsys):
+    # Two points on the mixed cluster, differing in the A100 NICs: two different approximation lines.
+    grid = {"cluster.node_groups[1].nic.gbps": [100, 200]}
+    sweep_data = {"base": make_spec_data(), "name": "nic", "grid": grid}
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep_data))
+    argv = ["sweep", str(tmp_path / "sweep.yaml"), "-o", str(tmp_path / "out"), "--quiet",
+            "--backend", BACKEND, "--bin-dir", options["bin_dir"]]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out.splitlines()
+    lines = [line for line in printed if line.startswith("approximation: ")]
+    assert len(lines) == 2
+    for line in lines:
+        point = line.rsplit("[", 1)[1].rstrip("]")
+        (expected,) = read_result(tmp_path / "out" / point).approximations
+        assert line == f"{expected} [{point}]"

@@ -7,7 +7,7 @@ log's tail and returns nothing; the caller writes `result.json` only on success.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from astra_hetero.backends.astrasim.locate import locate_binary
 from astra_hetero.backends.astrasim.parse import ParsedRun, parse_output
 from astra_hetero.backends.astrasim.process import ProcessOutcome, run_native
 from astra_hetero.errors import BackendUnavailable, RunDirError
-from astra_hetero.results.model import RankResult, RunOutput, RunResult
+from astra_hetero.results.model import APPROXIMATION, RankResult, RunOutput, RunResult
 
 CYCLES_NOTE = "ASTRA-sim cycles are nanoseconds; times here are microseconds (cycles / 1000)"
 # ASTRA-sim reports finish = GPU time + exposed communication for every rank (checked on real output), so
@@ -50,6 +50,12 @@ class AstraSimBackend:
         return f"{rundir.LOGS_DIR}/{self.name}.log"
 
     def run(self, run_dir: Path) -> RunOutput:
+        """The simulator's result, its first warning saying what ASTRA-sim could not be told exactly."""
+        notes = approximation_warnings(Path(run_dir), self.flavor.network)  # checked before a long run
+        result = self._simulate(run_dir).result
+        return RunOutput(replace(result, warnings=(*notes, *result.warnings)))
+
+    def _simulate(self, run_dir: Path) -> RunOutput:
         run_dir = Path(run_dir)
         layout = rundir.RunDir(run_dir)
         labels = rank_labels(layout.read_manifest(), run_dir)
@@ -80,6 +86,19 @@ class AstraSimBackend:
         executable = runner.executable(self.flavor.binary_name)
         command = build_command(self.flavor, run_dir, executable, CONTAINER_ROOT)
         return runner.run(command, run_dir, log_path, self.timeout_s), command.argv
+
+
+def approximation_warnings(run_dir: Path, network_file: str) -> tuple[str, ...]:
+    """The run directory's note on what `network_file` (and its system file) flattened, if any."""
+    path = run_dir / rundir.APPROXIMATIONS
+    if not path.is_file():  # a run directory written by another tool, or before this file existed
+        return ()
+    note = rundir.read_json_object(path, "run `astra-hetero topology` again").get(network_file)
+    if note is None:
+        return ()
+    if not isinstance(note, str):
+        raise RunDirError(f"{path}: {network_file!r} should be one line of text")
+    return (APPROXIMATION + note,)
 
 
 def rank_labels(manifest: dict[str, Any], run_dir: Path) -> list[dict[str, Any]]:
