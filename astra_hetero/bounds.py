@@ -26,8 +26,9 @@ from astra_hetero.errors import FieldError
 from astra_hetero.spec.schema import Spec
 
 # Trace nodes per layer per micro-batch on a rank with tp > 1: compute and TP collective alternate,
-# 8 without sequence parallelism, 16 with it; full recompute adds half as many again.
+# 8 without sequence parallelism, 20 with it; full recompute adds half as many again.
 NODES_PER_LAYER = 8
+NODES_PER_LAYER_SP = 20
 # Per micro-batch (pipeline send/recv, embedding, head, loss) and per layer once (gradient buckets).
 NODES_PER_MICRO_BATCH = 4
 NODES_PER_LAYER_ONCE = 2
@@ -66,7 +67,9 @@ def estimate_work(spec: Spec) -> WorkEstimate:
     ranks = cluster.num_gpus
     per_layer = 0
     if par.tp > 1:
-        per_layer = NODES_PER_LAYER * (2 if par.sequence_parallel else 1)
+        # sequence parallelism: all-gather + reduce-scatter in place of each all-reduce, and the backward
+        # re-gathers the sharded input of each column-parallel GEMM
+        per_layer = NODES_PER_LAYER_SP if par.sequence_parallel else NODES_PER_LAYER
         per_layer += per_layer // 2 if par.recompute == "full" else 0
     chunks = _virtual_stages(spec)
     trace_nodes = (
