@@ -42,13 +42,17 @@ def write_plots(results: Sequence[tuple[str, RunResult]], out_dir: Path) -> list
     return paths
 
 
+def _stage_tag(stage: int | None) -> str:
+    return "idle" if stage is None else f"s{stage}"
+
+
 def plot_rank_breakdown(result: RunResult, path: Path, label: str = "") -> Path:
     """Horizontal stacked bars (compute / exposed comm / idle) per rank, or per (stage, GPU type)
     group with the group's mean when there are more than MAX_RANK_BARS ranks."""
     per_rank = result.num_ranks <= MAX_RANK_BARS
     groups = group_ranks(result, "rank" if per_rank else "stage_gpu")
     gpu_of = {f"rank {r.rank}": r for r in result.ranks}
-    labels = [f"{g.label} · {gpu_of[g.label].gpu} · s{gpu_of[g.label].stage}" if per_rank
+    labels = [f"{g.label} · {gpu_of[g.label].gpu} · {_stage_tag(gpu_of[g.label].stage)}" if per_rank
               else f"{g.label} (×{g.num_ranks})" for g in groups]
     scale, unit = time_unit(result.iteration_time_us)
     fig = _figure(width=9.0, height=1.5 + 0.22 * len(groups))

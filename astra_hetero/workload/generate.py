@@ -11,7 +11,8 @@ from typing import Any
 import yaml
 
 from astra_hetero import rundir
-from astra_hetero.chakra_io import write_trace
+from astra_hetero.chakra_io import metadata_record, write_trace
+from astra_hetero.spec.devices import Device
 from astra_hetero.spec.schema import Spec
 from astra_hetero.workload.blocks import DeviceBlocks, device_blocks
 from astra_hetero.workload.costs import (
@@ -23,7 +24,7 @@ from astra_hetero.workload.costs import (
 from astra_hetero.workload.encode import ClassEncoder, RankBinding
 from astra_hetero.workload.graph import RankContext, RankGraph, build_rank_graph
 from astra_hetero.workload.invariants import ClassSummary, check_bound, summarize
-from astra_hetero.workload.layout import Layout, build_layout
+from astra_hetero.workload.layout import Layout, Placement, build_layout
 from astra_hetero.workload.memory import check_memory, max_layers_that_fit
 from astra_hetero.workload.partition import Partition, build_partition
 from astra_hetero.workload.schedule import schedule_for
@@ -50,8 +51,8 @@ class WorkloadPlan:
     layout: Layout
     partition: Partition
     groups: list[CommGroup]
-    contexts: list[RankContext]  # per rank; equal contexts share one class graph
-    bindings: list[RankBinding]
+    contexts: list[RankContext]  # per active rank; equal contexts share one class graph
+    bindings: list[RankBinding]  # per active rank, in rank order (idle GPUs have neither)
 
 
 def plan_workload(spec: Spec) -> WorkloadPlan:
@@ -72,8 +73,9 @@ def plan_workload(spec: Spec) -> WorkloadPlan:
     )
     check_memory(spec, layout, partition)
     groups = _comm_groups(spec, layout)
-    contexts = [_context(spec, layout, partition, groups, blocks, rank) for rank in range(layout.num_ranks)]
-    bindings = [_binding(spec, layout, groups, rank) for rank in range(layout.num_ranks)]
+    active = layout.active_ranks
+    contexts = [_context(spec, layout, partition, groups, blocks, rank) for rank in active]
+    bindings = [_binding(spec, layout, groups, rank) for rank in active]
     return WorkloadPlan(spec, layout, partition, groups, contexts, bindings)
 
 
@@ -109,7 +111,7 @@ def _comm_groups(spec: Spec, layout: Layout) -> list[CommGroup]:
 
 
 def _binding(spec: Spec, layout: Layout, groups: list[CommGroup], rank: int) -> RankBinding:
-    place = layout.placements[rank]
+    place = layout.placement(rank)
     peers = {}
     if place.stage > 0:
         peers["prev"] = layout.rank_of(place.stage - 1, place.replica, place.tp_index)
@@ -127,7 +129,7 @@ def _context(
     rank: int,
 ) -> RankContext:
     par, model = spec.parallelism, spec.model
-    place = layout.placements[rank]
+    place = layout.placement(rank)
     stage, replica = place.stage, place.replica
     first, end = partition.layer_range(stage)
     counts = parameter_counts(model)
@@ -167,7 +169,11 @@ def class_graph(plan: WorkloadPlan, ctx: RankContext) -> RankGraph:
 
 
 def encoded_traces(plan: WorkloadPlan, progress: Progress | None = None) -> Iterator[tuple[int, bytes]]:
-    """(rank, trace bytes) for every rank, after checking the whole workload's invariants."""
+    """(rank, trace bytes) for every rank, after checking the whole workload's invariants.
+
+    An idle GPU gets a trace with only the metadata record: ASTRA-sim needs one file per NPU of the
+    topology, and a rank without nodes finishes at time 0 there and in the embedded engine.
+    """
     classes: dict[RankContext, tuple[ClassEncoder, ClassSummary]] = {}
     for ctx in plan.contexts:
         if ctx not in classes:
@@ -181,29 +187,18 @@ def encoded_traces(plan: WorkloadPlan, progress: Progress | None = None) -> Iter
         yield binding.rank, classes[ctx][0].encode(binding)
         if progress:
             progress(1)
+    for rank in plan.layout.idle_ranks:
+        yield rank, metadata_record()
+        if progress:
+            progress(1)
 
 
 def manifest(plan: WorkloadPlan) -> dict[str, Any]:
     spec, layout, partition = plan.spec, plan.layout, plan.partition
-    ranks = []
-    for device, place in zip(layout.devices, layout.placements, strict=True):
-        first, end = partition.layer_range(place.stage)
-        ranks.append(
-            {
-                "rank": device.rank,
-                "node": device.node,
-                "node_group": device.group_name,
-                "gpu": device.gpu_type,
-                "local_gpu": device.local_gpu,
-                "stage": place.stage,
-                "replica": place.replica,
-                "tp_index": place.tp_index,
-                "layers": [first, end],
-                "num_micro_batches": partition.micro_batches_per_replica[place.replica],
-                # peak device-memory bandwidth, as ASTRA-sim's local-mem-bw: collectives reduce through it
-                "hbm_gbytes_per_s": device.spec.gpu.hbm_tbps * device.spec.gpu.compute_multiplier * 1000,
-            }
-        )
+    ranks = [
+        _rank_entry(device, place, partition)
+        for device, place in zip(layout.devices, layout.placements, strict=True)
+    ]
     groups = {
         g.id: {
             "kind": g.kind,
@@ -227,10 +222,39 @@ def manifest(plan: WorkloadPlan) -> dict[str, Any]:
         "parallelism": spec.parallelism.model_dump(mode="json"),
         "layers_per_stage": list(partition.layers_per_stage),
         "micro_batches_per_replica": list(partition.micro_batches_per_replica),
+        "idle_ranks": list(layout.idle_ranks),
         "workload_prefix": rundir.WORKLOAD_PREFIX,
         "comm_groups": groups,
         "ranks": ranks,
     }
+
+
+def _rank_entry(device: Device, place: Placement | None, partition: Partition) -> dict[str, Any]:
+    """A rank's manifest entry; an idle GPU has `idle: true` and null stage, replica and TP index."""
+    entry: dict[str, Any] = {
+        "rank": device.rank,
+        "node": device.node,
+        "node_group": device.group_name,
+        "gpu": device.gpu_type,
+        "local_gpu": device.local_gpu,
+        "stage": None,
+        "replica": None,
+        "tp_index": None,
+        "layers": [0, 0],
+        "num_micro_batches": 0,
+        # peak device-memory bandwidth, as ASTRA-sim's local-mem-bw: collectives reduce through it
+        "hbm_gbytes_per_s": device.spec.gpu.hbm_tbps * device.spec.gpu.compute_multiplier * 1000,
+        "idle": place is None,
+    }
+    if place is not None:
+        entry.update(
+            stage=place.stage,
+            replica=place.replica,
+            tp_index=place.tp_index,
+            layers=list(partition.layer_range(place.stage)),
+            num_micro_batches=partition.micro_batches_per_replica[place.replica],
+        )
+    return entry
 
 
 def write_workload(spec: Spec, staging: Path, progress: Progress | None = None) -> WorkloadPlan:

@@ -17,7 +17,7 @@ from astra_hetero.backends.astrasim.locate import locate_binary
 from astra_hetero.backends.astrasim.parse import ParsedRun, parse_output
 from astra_hetero.backends.astrasim.process import ProcessOutcome, run_native
 from astra_hetero.errors import BackendUnavailable, RunDirError
-from astra_hetero.results.model import RankResult, RunOutput, RunResult
+from astra_hetero.results.model import RankResult, RunOutput, RunResult, optional_int
 
 CYCLES_NOTE = "ASTRA-sim cycles are nanoseconds; times here are microseconds (cycles / 1000)"
 # ASTRA-sim reports finish = GPU time + exposed communication for every rank (checked on real output), so
@@ -103,7 +103,8 @@ def to_result(backend: str, parsed: ParsedRun, labels: list[dict[str, Any]], out
         # Subtract in integer cycles: in float µs a rank that finished last came out at -2e-10 idle.
         idle_cycles = iteration_cycles - cycles.gpu - cycles.exposed_comm
         ranks.append(RankResult(
-            rank=cycles.rank, gpu=str(label["gpu"]), stage=int(label["stage"]), replica=int(label["replica"]),
+            rank=cycles.rank, gpu=str(label["gpu"]), stage=optional_int(label["stage"]),
+            replica=optional_int(label["replica"]),
             finish_us=cycles.finish / 1000, compute_us=cycles.gpu / 1000,
             exposed_comm_us=cycles.exposed_comm / 1000, idle_us=idle_cycles / 1000,
             node=label.get("node"), tp_index=label.get("tp_index"),
