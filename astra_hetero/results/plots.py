@@ -55,14 +55,14 @@ def plot_rank_breakdown(result: RunResult, path: Path, label: str = "") -> Path:
     labels = [f"{g.label} · {gpu_of[g.label].gpu} · {_stage_tag(gpu_of[g.label].stage)}" if per_rank
               else f"{g.label} (×{g.num_ranks})" for g in groups]
     scale, unit = time_unit(result.iteration_time_us)
-    fig = _figure(width=9.0, height=1.5 + 0.22 * len(groups))
+    fig = new_figure(width=9.0, height=1.5 + 0.22 * len(groups))
     ax = fig.subplots()
     _stacked_barh(ax, labels, groups, scale)
     ax.axvline(result.iteration_time_us / scale, color="black", linewidth=0.8, linestyle="--")
     ax.set_xlabel(f"time per iteration ({unit})" + ("" if per_rank else ", mean over the group's ranks"))
     ax.set_title(f"{label or result.backend}: where each rank's iteration goes")
-    _legend(fig, ax)
-    return _save(fig, path)
+    legend_below(fig, ax)
+    return save_figure(fig, path)
 
 
 def plot_stage_times(summaries: Sequence[RunSummary], path: Path) -> Path:
@@ -71,7 +71,7 @@ def plot_stage_times(summaries: Sequence[RunSummary], path: Path) -> Path:
 
     scale, unit = time_unit(max(s.result.iteration_time_us for s in summaries))
     widths = [max(len(s.stages), 2) for s in summaries]
-    fig = _figure(width=min(2.5 + 0.35 * sum(widths) + 1.0 * len(summaries), 18.0), height=4.2)
+    fig = new_figure(width=min(2.5 + 0.35 * sum(widths) + 1.0 * len(summaries), 18.0), height=4.2)
     axes = fig.subplots(1, len(summaries), sharey=True, squeeze=False, width_ratios=widths)[0]
     for ax, summary in zip(axes, summaries, strict=True):
         stages = [g.stages[0] for g in summary.stages]
@@ -84,15 +84,15 @@ def plot_stage_times(summaries: Sequence[RunSummary], path: Path) -> Path:
         ax.set_title(summary.label, fontsize="medium")
         ax.set_xlabel("pipeline stage")
     axes[0].set_ylabel(f"mean time per rank ({unit})")
-    _legend(fig, axes[0])
+    legend_below(fig, axes[0])
     fig.suptitle("time per pipeline stage")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_iteration_times(summaries: Sequence[RunSummary], path: Path) -> Path:
     """One bar per run, annotated with the time and its ratio to the first run."""
     scale, unit = time_unit(max(s.result.iteration_time_us for s in summaries))
-    fig = _figure(width=min(3.0 + 1.4 * len(summaries), 14.0), height=4.0)
+    fig = new_figure(width=min(3.0 + 1.4 * len(summaries), 14.0), height=4.0)
     ax = fig.subplots()
     values = [s.result.iteration_time_us / scale for s in summaries]
     bars = ax.bar([s.label for s in summaries], values, color=PARTS[0][1])
@@ -103,7 +103,7 @@ def plot_iteration_times(summaries: Sequence[RunSummary], path: Path) -> Path:
     ax.set_ylabel(f"iteration time ({unit})")
     ax.set_title(f"iteration time (ratio to {summaries[0].label})")
     ax.tick_params(axis="x", labelrotation=15 if len(summaries) > 3 else 0)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _stacked_barh(ax: Axes, labels: list[str], groups: list[GroupStats], scale: float) -> None:
@@ -116,14 +116,14 @@ def _stacked_barh(ax: Axes, labels: list[str], groups: list[GroupStats], scale: 
     ax.tick_params(axis="y", labelsize="small")
 
 
-def _legend(fig: Figure, ax: Axes) -> None:
+def legend_below(fig: Figure, ax: Axes) -> None:
     # Below the axes, so that it never hides a bar.
     handles, labels = ax.get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize="small",
                frameon=False)
 
 
-def _figure(width: float, height: float) -> Figure:
+def new_figure(width: float, height: float) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -132,7 +132,7 @@ def _figure(width: float, height: float) -> Figure:
     return fig
 
 
-def _save(fig: Figure, path: Path) -> Path:
+def save_figure(fig: Figure, path: Path) -> Path:
     path = Path(path)
     fig.savefig(path, dpi=DPI, format="png")
     return path

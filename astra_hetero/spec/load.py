@@ -59,13 +59,20 @@ def spec_error_from_validation(exc: ValidationError) -> SpecError:
 
 def parse_spec(data: Any, source: Path | None = None) -> Spec:
     """Validate a spec given as plain data (e.g. built in code or read from YAML)."""
+    spec = validate_sections(data, source)
+    check_consistency(spec)
+    return spec
+
+
+def validate_sections(data: Any, source: Path | None = None) -> Spec:
+    """Every section on its own (the schema), without the checks that span sections: what the planner
+    starts from, since it chooses the parallel plan itself. The calibration path is resolved."""
     if not isinstance(data, dict):
         raise SpecError("", f"the spec must be a mapping of sections, got {type(data).__name__}")
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
         raise spec_error_from_validation(exc) from None
-    check_consistency(spec)
     if spec.calibration is not None:
         base = source.parent if source is not None else Path.cwd()
         calibration = (base / spec.calibration).resolve()
@@ -106,8 +113,13 @@ def _with_includes(data: Any, source: Path) -> Any:
 
 def load_spec(path: str | Path) -> Spec:
     path = Path(path)
-    data = _with_includes(_read_yaml(path, ""), path)
-    return parse_spec(data, source=path)
+    return parse_spec(read_spec_data(path), source=path)
+
+
+def read_spec_data(path: str | Path) -> Any:
+    """A spec file's YAML with its includes merged in, not yet validated."""
+    path = Path(path)
+    return _with_includes(_read_yaml(path, ""), path)
 
 
 def check_consistency(spec: Spec) -> None:

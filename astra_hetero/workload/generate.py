@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,14 +57,9 @@ class WorkloadPlan:
 
 def plan_workload(spec: Spec) -> WorkloadPlan:
     layout = build_layout(spec)
-    x = shape_of(spec.model, spec.parallelism)
-    calibration = load_calibration(spec.calibration) if spec.calibration else None
-    costs: dict[str, DeviceCostModel] = {}
-    for device in layout.devices:
-        costs.setdefault(device.gpu_type, DeviceCostModel(device.spec.gpu, calibration))
     total_mb = spec.parallelism.global_batch_size // spec.parallelism.micro_batch_size
     most_mb = total_mb - (spec.parallelism.dp - 1)  # a replica's share can be no larger
-    blocks = {key: device_blocks(cost, x, spec.parallelism.recompute) for key, cost in costs.items()}
+    blocks = timed_blocks(spec, layout.devices)
     partition = build_partition(
         spec,
         layout,
@@ -77,6 +72,17 @@ def plan_workload(spec: Spec) -> WorkloadPlan:
     contexts = [_context(spec, layout, partition, groups, blocks, rank) for rank in active]
     bindings = [_binding(spec, layout, groups, rank) for rank in active]
     return WorkloadPlan(spec, layout, partition, groups, contexts, bindings)
+
+
+def timed_blocks(spec: Spec, devices: Iterable[Device]) -> dict[str, DeviceBlocks]:
+    """Every block a rank may run, timed once per GPU type among `devices` (the planner's estimates
+    use the same blocks as the traces)."""
+    x = shape_of(spec.model, spec.parallelism)
+    calibration = load_calibration(spec.calibration) if spec.calibration else None
+    costs: dict[str, DeviceCostModel] = {}
+    for device in devices:
+        costs.setdefault(device.gpu_type, DeviceCostModel(device.spec.gpu, calibration))
+    return {key: device_blocks(cost, x, spec.parallelism.recompute) for key, cost in costs.items()}
 
 
 def _comm_groups(spec: Spec, layout: Layout) -> list[CommGroup]:

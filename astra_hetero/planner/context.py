@@ -1,0 +1,104 @@
+"""What every candidate with the same shape and options shares, computed once: the validated
+parallelism section, the per-GPU-type times, parameters per stage, and memory needs per cell.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from astra_hetero.planner.candidate import Shape, parallelism_for
+from astra_hetero.planner.costs import ClassTimes, Links, class_times
+from astra_hetero.planner.problem import Problem
+from astra_hetero.spec.schema import ParallelismSpec, Spec
+from astra_hetero.units import BYTES_PER_GIB
+from astra_hetero.workload.costs import BYTES_BF16, stage_parameters
+from astra_hetero.workload.generate import timed_blocks
+from astra_hetero.workload.memory import estimate as memory_estimate
+
+Options = tuple[tuple[str, Any], ...]
+
+
+@dataclass
+class OptionContext:
+    problem: Problem
+    shape: Shape
+    options: Options
+    parallelism: ParallelismSpec
+    _memory: dict[tuple[int, int, int], float] = field(default_factory=dict)
+
+    @cached_property
+    def spec(self) -> Spec:
+        """The base spec with this parallelism (mapping and partition as written: unused here)."""
+        return self.problem.base.model_copy(update={"parallelism": self.parallelism})
+
+    @cached_property
+    def links(self) -> dict[int, Links]:
+        latency = self.problem.base.network.link_latency_ns
+        return {c.index: Links.of(c.spec, latency) for c in self.problem.classes}
+
+    @cached_property
+    def times(self) -> dict[int, ClassTimes]:
+        """Per device class; classes sharing a GPU type share its blocks."""
+        blocks = timed_blocks(self.spec, self.problem.devices)
+        full = self.parallelism.recompute == "full"
+        return {
+            c.index: class_times(blocks[c.gpu_type], self.links[c.index], self.shape.tp, full)
+            for c in self.problem.classes
+        }
+
+    @cached_property
+    def num_micro_batches(self) -> int:
+        return self.parallelism.global_batch_size // self.parallelism.micro_batch_size
+
+    @cached_property
+    def virtual_stages(self) -> int:
+        return int(getattr(self.parallelism, "virtual_stages", 1) or 1)
+
+    @cached_property
+    def activation_bytes(self) -> float:
+        """What one TP rank sends to the next stage per micro-batch (as the generator emits it)."""
+        model, par = self.problem.base.model, self.parallelism
+        return BYTES_BF16 * par.micro_batch_size * model.seq_len * model.hidden_size / par.tp
+
+    def params_on_rank(self, stage: int, num_layers: int) -> float:
+        return stage_parameters(self.problem.base.model, self.parallelism, stage, num_layers)[0]
+
+    def grad_bytes(self, stage: int, num_layers: int) -> float:
+        width = 4 if self.parallelism.grad_reduce_in_fp32 else BYTES_BF16
+        return self.params_on_rank(stage, num_layers) * width
+
+    def memory_need_gib(self, stage: int, num_layers: int, num_micro_batches: int) -> float:
+        """The generator's own estimate (workload.memory), cached."""
+        key = (stage, num_layers, num_micro_batches)
+        need = self._memory.get(key)
+        if need is None:
+            need = memory_estimate(self.spec, stage, num_layers, num_micro_batches).total / BYTES_PER_GIB
+            self._memory[key] = need
+        return need
+
+    def max_layers(self, stage: int, num_micro_batches: int, capacity_gib: float) -> int:
+        """Most layers `stage` can hold within `capacity_gib` (0 if not one)."""
+        fitting = 0
+        for layers in range(1, self.problem.base.model.num_layers + 1):
+            if self.memory_need_gib(stage, layers, num_micro_batches) > capacity_gib:
+                break
+            fitting = layers
+        return fitting
+
+
+class Contexts:
+    """OptionContext per (shape, options), built on first use; raises SpecError for bad options."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        self._cache: dict[tuple[Shape, Options], OptionContext] = {}
+
+    def get(self, shape: Shape, options: Options) -> OptionContext:
+        key = (shape, options)
+        context = self._cache.get(key)
+        if context is None:
+            parallelism = parallelism_for(self.problem.base, shape, options)
+            context = self._cache[key] = OptionContext(self.problem, shape, options, parallelism)
+        return context

@@ -1,0 +1,164 @@
+"""A fast estimate of a candidate's iteration time, and a lower bound that no simulation can beat.
+
+Both read the same per-cell times: F and B, one micro-batch's forward and backward on one TP rank of
+the cell (compute plus the layer's TP collectives, which sit on the rank's compute chain).
+
+Estimate (ranks candidates): per replica, the pipeline's fill and drain (every stage once, plus the
+activation transfers) and (m − 1) rounds of its slowest stage; then each stage's data-parallel
+gradient sync, which starts during its last backward pass and may outlast the pipeline; then the
+optimizer step (and, with the distributed optimizer, the parameter all-gather).
+
+Lower bound (branch and bound): a rank computes, one node at a time, every micro-batch's F and B of
+its stage plus its optimizer step; before its first forward the first micro-batch must have passed
+every earlier stage, and after its last backward that gradient must pass back through them. TP
+collectives count at their bandwidth floor, everything else that takes time (data-parallel sync,
+pipeline transfers, latency, reductions) counts as zero — so the bound holds for any network model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from astra_hetero.planner.context import OptionContext
+from astra_hetero.planner.costs import Links, ring_ns
+from astra_hetero.workload.costs import BYTES_BF16
+
+# The engine rounds each rank's cumulative compute to the microsecond (±0.5 µs per rank).
+_ROUNDING_NS_PER_STAGE = 1000.0
+
+
+@dataclass(frozen=True)
+class Cell:
+    device_class: int
+    node: int  # the node of its TP-index-0 GPU
+
+
+@dataclass(frozen=True)
+class Assessment:
+    estimate_ns: float
+    bound_ns: float
+
+
+def assess(
+    ctx: OptionContext, cells: list[list[Cell]], layers: tuple[int, ...], micro_batches: tuple[int, ...]
+) -> Assessment:
+    pp, dp = len(cells), len(cells[0])
+    fwd = [[0.0] * dp for _ in range(pp)]
+    bwd = [[0.0] * dp for _ in range(pp)]
+    fwd_floor = [[0.0] * dp for _ in range(pp)]
+    bwd_floor = [[0.0] * dp for _ in range(pp)]
+    optimizer = [[0.0] * dp for _ in range(pp)]
+    for s in range(pp):
+        params = ctx.params_on_rank(s, layers[s])
+        for r in range(dp):
+            t = ctx.times[cells[s][r].device_class]
+            extra_f = (t.first_fwd if s == 0 else 0.0) + (t.last_fwd if s == pp - 1 else 0.0)
+            extra_b = (t.first_bwd if s == 0 else 0.0) + (t.last_bwd if s == pp - 1 else 0.0)
+            fwd[s][r] = layers[s] * t.layer_fwd + extra_f
+            bwd[s][r] = layers[s] * t.layer_bwd + extra_b
+            fwd_floor[s][r] = layers[s] * t.layer_fwd_floor + extra_f
+            bwd_floor[s][r] = layers[s] * t.layer_bwd_floor + extra_b
+            optimizer[s][r] = t.optimizer_ns_per_param * params * _optimizer_share(ctx)
+    bound = max(
+        _replica_bound(
+            ctx,
+            [fwd_floor[s][r] for s in range(pp)],
+            [bwd_floor[s][r] for s in range(pp)],
+            [optimizer[s][r] for s in range(pp)],
+            micro_batches[r],
+        )
+        for r in range(dp)
+    )
+    estimate = _estimate(ctx, cells, layers, micro_batches, fwd, bwd, [max(row) for row in optimizer])
+    return Assessment(
+        estimate_ns=max(estimate, bound), bound_ns=max(0.0, bound - _ROUNDING_NS_PER_STAGE * pp)
+    )
+
+
+def _optimizer_share(ctx: OptionContext) -> float:
+    return 1 / ctx.shape.dp if ctx.parallelism.distributed_optimizer else 1.0
+
+
+def _replica_bound(
+    ctx: OptionContext, fwd: list[float], bwd: list[float], optimizer: list[float], m: int
+) -> float:
+    v = ctx.virtual_stages
+    best, before_f, before_b = 0.0, 0.0, 0.0
+    for s in range(len(fwd)):
+        finish_own = before_f + m * (fwd[s] + bwd[s])
+        best = max(best, finish_own + optimizer[s], finish_own + before_b + optimizer[0])
+        before_f += fwd[s] / v
+        before_b += bwd[s] / v
+    return best
+
+
+def _estimate(
+    ctx: OptionContext,
+    cells: list[list[Cell]],
+    layers: tuple[int, ...],
+    micro_batches: tuple[int, ...],
+    fwd: list[list[float]],
+    bwd: list[list[float]],
+    optimizer: list[float],
+) -> float:
+    pp, dp, v = len(cells), len(cells[0]), ctx.virtual_stages
+    pipeline = 0.0
+    for r in range(dp):
+        work = [fwd[s][r] + bwd[s][r] for s in range(pp)]
+        transfers = sum(2 * _p2p_ns(ctx, cells[s][r], cells[s + 1][r]) for s in range(pp - 1))
+        fill = sum(work) / v + transfers * v
+        pipeline = max(pipeline, fill + (micro_batches[r] - 1) * max(work))
+    finish = 0.0
+    drained = 0.0  # backward time of the stages before s: stage s's last backward ends this early
+    for s in range(pp):
+        slowest_bwd = max(bwd[s])
+        last_backward_end = pipeline - drained
+        sync, gather = _dp_sync_ns(ctx, s, layers[s], [c for c in cells[s]])
+        bucket = ctx.parallelism.dp_bucket_mib * 1024**2
+        overlap = slowest_bwd * max(0.0, 1 - bucket / max(ctx.grad_bytes(s, layers[s]), 1.0))
+        synced = max(last_backward_end, last_backward_end - overlap + sync)
+        finish = max(finish, synced + optimizer[s] + gather)
+        drained += slowest_bwd
+    return finish
+
+
+def _links(ctx: OptionContext, cell: Cell) -> Links:
+    return ctx.links[cell.device_class]
+
+
+def _p2p_ns(ctx: OptionContext, a: Cell, b: Cell) -> float:
+    la, lb = _links(ctx, a), _links(ctx, b)
+    if a.node == b.node:
+        return ctx.activation_bytes / la.fabric_bytes_per_ns + la.fabric_hop_ns
+    rate = min(la.network_bytes_per_ns, lb.network_bytes_per_ns)
+    return ctx.activation_bytes / rate + max(la.network_hop_ns, lb.network_hop_ns)
+
+
+def _dp_sync_ns(ctx: OptionContext, stage: int, num_layers: int, members: list[Cell]) -> tuple[float, float]:
+    """(gradient sync, parameter all-gather after the step) of one stage's data-parallel group, as the
+    hierarchical algorithm runs it: inside each node, across nodes on 1/n of the data, inside again."""
+    d = len(members)
+    if d < 2:
+        return 0.0, 0.0
+    grads = ctx.grad_bytes(stage, num_layers)
+    by_node: dict[int, int] = {}
+    for cell in members:
+        by_node[cell.node] = by_node.get(cell.node, 0) + 1
+    links = [_links(ctx, c) for c in members]
+    intra = min(lk.fabric_bytes_per_ns for lk in links), max(lk.fabric_hop_ns for lk in links)
+    inter = min(lk.network_bytes_per_ns for lk in links), max(lk.network_hop_ns for lk in links)
+    memory = min(lk.memory_bytes_per_ns for lk in links)
+    n, k = max(by_node.values()), len(by_node)
+
+    def collective(kind: str, size: float) -> float:
+        if k == 1:
+            return ring_ns(kind, size, d, *intra, memory)
+        if n == 1 or len(set(by_node.values())) > 1:
+            return ring_ns(kind, size, d, *inter, memory)
+        local = ring_ns("reduce_scatter", size, n, *intra, memory)
+        return (2 if kind == "all_reduce" else 1) * local + ring_ns(kind, size / n, k, *inter, memory)
+
+    if not ctx.parallelism.distributed_optimizer:
+        return collective("all_reduce", grads), 0.0
+    params_bytes = grads * BYTES_BF16 / (4 if ctx.parallelism.grad_reduce_in_fp32 else BYTES_BF16)
+    return collective("reduce_scatter", grads), collective("all_gather", params_bytes)

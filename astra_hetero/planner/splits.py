@@ -1,0 +1,111 @@
+"""Layers per stage and micro-batches per replica for one grid.
+
+With `search` (the default) a grid gets every split when there are at most `max_splits` of them (small
+models: the search stays exact) and otherwise the balanced split — the generator's own `auto`
+greedy, which minimises the slowest stage (replica) within memory — that refinement then moves one
+layer or micro-batch at a time. `uniform` and `spec` give the one split they name.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator
+
+from astra_hetero.planner.context import OptionContext
+from astra_hetero.planner.estimate import Cell
+from astra_hetero.workload.partition import even_split, greedy_min_max
+
+Split = tuple[int, ...]
+
+
+def count_compositions(total: int, parts: int) -> int:
+    """Ways to write `total` as an ordered sum of `parts` positive integers."""
+    return math.comb(total - 1, parts - 1) if total >= parts >= 1 else 0
+
+
+def compositions(total: int, parts: int) -> Iterator[Split]:
+    """Every ordered split of `total` into `parts` positive integers (stars and bars)."""
+    for bars in _combinations(total - 1, parts - 1):
+        edges = (0, *(b + 1 for b in bars), total)
+        yield tuple(b - a for a, b in zip(edges, edges[1:], strict=False))
+
+
+def _combinations(n: int, k: int) -> Iterator[tuple[int, ...]]:
+    return itertools.combinations(range(n), k)
+
+
+def splits(
+    ctx: OptionContext, cells: list[list[Cell]], capacity_gib: dict[int, float]
+) -> list[tuple[Split, Split]]:
+    """(layers per stage, micro-batches per replica) pairs to try for this grid."""
+    settings, partition = ctx.problem.settings, ctx.problem.base.partition
+    layers_total, m_total = ctx.problem.base.model.num_layers, ctx.num_micro_batches
+    pp, dp = ctx.shape.pp, ctx.shape.dp
+    n_layers = count_compositions(layers_total, pp) if settings.layers == "search" else 1
+    n_batches = count_compositions(m_total, dp) if settings.micro_batches == "search" else 1
+    # enumerate every split of as many dimensions as `max_splits` allows, layers first
+    every_layer = n_layers * n_batches <= settings.max_splits or n_layers <= settings.max_splits
+    every_batch = n_layers * n_batches <= settings.max_splits or (
+        n_layers > settings.max_splits and n_batches <= settings.max_splits
+    )
+
+    if settings.layers == "spec":
+        layer_options = [tuple(partition.layers)]  # type: ignore[arg-type]
+    elif settings.layers == "uniform":
+        layer_options = [tuple(even_split(layers_total, pp))]
+    elif every_layer:
+        layer_options = list(compositions(layers_total, pp))
+    else:
+        layer_options = [balanced_layers(ctx, cells, capacity_gib)]
+
+    results = []
+    for layers in layer_options:
+        if settings.micro_batches == "spec":
+            batch_options = [tuple(partition.micro_batches)]  # type: ignore[arg-type]
+        elif settings.micro_batches == "uniform":
+            batch_options = [(m_total // dp,) * dp] if m_total % dp == 0 else []
+        elif every_batch:
+            batch_options = list(compositions(m_total, dp))
+        else:
+            batch_options = [balanced_micro_batches(ctx, cells, layers)]
+        results.extend((layers, batches) for batches in batch_options)
+    return results
+
+
+def stage_cost(ctx: OptionContext, cell: Cell, stage: int) -> tuple[float, float]:
+    """(time per layer, fixed time) of one micro-batch on a cell, as the generator's `auto` sees it."""
+    t = ctx.times[cell.device_class]
+    fixed = 0.0
+    if stage == 0:
+        fixed += t.first_fwd + t.first_bwd
+    if stage == ctx.shape.pp - 1:
+        fixed += t.last_fwd + t.last_bwd
+    return t.layer_fwd + t.layer_bwd, fixed
+
+
+def balanced_layers(ctx: OptionContext, cells: list[list[Cell]], capacity_gib: dict[int, float]) -> Split:
+    """Minimise the slowest stage (its slowest cell) with each stage within its cells' memory."""
+    pp, dp = ctx.shape.pp, ctx.shape.dp
+    per_stage = [max((stage_cost(ctx, cells[s][r], s) for r in range(dp)), key=sum) for s in range(pp)]
+    typical = math.ceil(ctx.num_micro_batches / dp)
+    caps = [
+        min(ctx.max_layers(s, typical, capacity_gib[cells[s][r].device_class]) for r in range(dp))
+        for s in range(pp)
+    ]
+    total = ctx.problem.base.model.num_layers
+    found = greedy_min_max(total, [c[0] for c in per_stage], [c[1] for c in per_stage], cap=caps)
+    if found is None:  # nothing fits: the memory check will say so; keep a well-formed split
+        found = even_split(total, pp)
+    return tuple(found)
+
+
+def balanced_micro_batches(ctx: OptionContext, cells: list[list[Cell]], layers: Split) -> Split:
+    """Minimise the slowest replica: each costs its bottleneck stage per micro-batch, plus the fill."""
+    pp, dp = ctx.shape.pp, ctx.shape.dp
+    bottleneck = []
+    for r in range(dp):
+        costs = [stage_cost(ctx, cells[s][r], s) for s in range(pp)]
+        bottleneck.append(max(n * c[0] + c[1] for n, c in zip(layers, costs, strict=True)))
+    found = greedy_min_max(ctx.num_micro_batches, bottleneck, [0.0] * dp, [pp - 1] * dp)
+    return tuple(found or even_split(ctx.num_micro_batches, dp))
