@@ -46,6 +46,7 @@ class SearchOutcome:
     tally: Tally = field(default_factory=Tally)
     num_candidates: int = 0  # the space: every candidate considered
     num_feasible: int = 0  # passed the spec and memory checks
+    num_collapsed: int = 0  # left out as reorderings of identical replicas (same plan)
     stopped: str = ""  # why the search ended
     wall_time_s: float = 0.0
     notes: list[str] = field(default_factory=list)

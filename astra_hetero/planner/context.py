@@ -27,6 +27,8 @@ class OptionContext:
     options: Options
     parallelism: ParallelismSpec
     _memory: dict[tuple[int, int, int], float] = field(default_factory=dict)
+    _params: dict[tuple[int, int], float] = field(default_factory=dict)
+    memo: dict[tuple[object, ...], object] = field(default_factory=dict)  # for callers' derived values
 
     @cached_property
     def spec(self) -> Spec:
@@ -63,7 +65,12 @@ class OptionContext:
         return BYTES_BF16 * par.micro_batch_size * model.seq_len * model.hidden_size / par.tp
 
     def params_on_rank(self, stage: int, num_layers: int) -> float:
-        return stage_parameters(self.problem.base.model, self.parallelism, stage, num_layers)[0]
+        key = (stage, num_layers)
+        params = self._params.get(key)
+        if params is None:
+            params = stage_parameters(self.problem.base.model, self.parallelism, stage, num_layers)[0]
+            self._params[key] = params
+        return params
 
     def grad_bytes(self, stage: int, num_layers: int) -> float:
         width = 4 if self.parallelism.grad_reduce_in_fp32 else BYTES_BF16
@@ -79,13 +86,20 @@ class OptionContext:
         return need
 
     def max_layers(self, stage: int, num_micro_batches: int, capacity_gib: float) -> int:
-        """Most layers `stage` can hold within `capacity_gib` (0 if not one)."""
-        fitting = 0
-        for layers in range(1, self.problem.base.model.num_layers + 1):
-            if self.memory_need_gib(stage, layers, num_micro_batches) > capacity_gib:
-                break
-            fitting = layers
-        return fitting
+        """Most layers `stage` can hold within `capacity_gib` (0 if not one); the need grows with the
+        layers, so a binary search over them finds it."""
+        key = ("max_layers", stage, num_micro_batches, capacity_gib)
+        found = self.memo.get(key)
+        if found is None:
+            low, high = 0, self.problem.base.model.num_layers  # low fits (or is 0), high + 1 does not
+            while low < high:
+                middle = (low + high + 1) // 2
+                if self.memory_need_gib(stage, middle, num_micro_batches) <= capacity_gib:
+                    low = middle
+                else:
+                    high = middle - 1
+            found = self.memo[key] = low
+        return found  # type: ignore[return-value]
 
 
 class Contexts:

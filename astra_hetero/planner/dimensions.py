@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from astra_hetero.spec.schema import ParallelismSpec, Spec
+
+if TYPE_CHECKING:
+    from astra_hetero.planner.candidate import Shape
 from astra_hetero.workload.schedule import SCHEDULES
 
 
@@ -24,6 +27,13 @@ class Dimension:
     field: str  # a ParallelismSpec field
     values: Callable[[Spec], tuple[Any, ...]]  # tried by default, given the spec as written
     short: str  # in plan labels: "mbs=2", or the bare value when empty ("1f1b")
+    # True where the option cannot change the workload (e.g. the distributed optimizer with one
+    # replica): only the first of its values is tried there. tests/planner checks each such claim
+    # against the generated traces.
+    inert: Callable[[Shape], bool] = lambda shape: False
+    # Values from least to most work when all else is equal (each later one only adds compute and
+    # saves memory): a plan is dominated by the same plan with an earlier value that fits in memory.
+    by_work: tuple[Any, ...] = ()
 
 
 def _as_written(field: str) -> Callable[[Spec], tuple[Any, ...]]:
@@ -40,11 +50,23 @@ DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("micro_batch_size", _micro_batch_sizes, "mbs"),
     Dimension("schedule", lambda spec: tuple(SCHEDULES), ""),
     Dimension("virtual_stages", lambda spec: (1, 2), "v"),
-    Dimension("sequence_parallel", lambda spec: (False, True), "sp"),
-    Dimension("recompute", lambda spec: ("none", "selective", "full"), "recompute"),
-    Dimension("distributed_optimizer", lambda spec: (False, True), "dist-opt"),
-    Dimension("overlap_grad_reduce", _as_written("overlap_grad_reduce"), "overlap-grad"),
-    Dimension("overlap_param_gather", _as_written("overlap_param_gather"), "overlap-param"),
+    Dimension("sequence_parallel", lambda spec: (False, True), "sp", lambda shape: shape.tp == 1),
+    Dimension(
+        "recompute",
+        lambda spec: ("none", "selective", "full"),
+        "recompute",
+        by_work=("none", "selective", "full"),
+    ),
+    Dimension("distributed_optimizer", lambda spec: (False, True), "dist-opt", lambda shape: shape.dp == 1),
+    Dimension(
+        "overlap_grad_reduce", _as_written("overlap_grad_reduce"), "overlap-grad", lambda shape: shape.dp == 1
+    ),
+    Dimension(
+        "overlap_param_gather",
+        _as_written("overlap_param_gather"),
+        "overlap-param",
+        lambda shape: shape.dp == 1,
+    ),
 )
 
 
@@ -55,6 +77,15 @@ def active_dimensions() -> tuple[Dimension, ...]:
 
 def option_names() -> tuple[str, ...]:
     return tuple(d.field for d in active_dimensions())
+
+
+def work_rank(options: tuple[tuple[str, Any], ...]) -> tuple[tuple[tuple[str, Any], ...], int]:
+    """(the options without the work-ordered ones, how much extra work those add): two plans that
+    differ only in the second part are ordered by it."""
+    ordered = {d.field: d.by_work for d in DIMENSIONS if d.by_work}
+    rest = tuple((k, v) for k, v in options if k not in ordered)
+    work = sum(ordered[k].index(v) for k, v in options if k in ordered and v in ordered[k])
+    return rest, work
 
 
 def describe_options(options: tuple[tuple[str, Any], ...]) -> str:

@@ -49,16 +49,9 @@ def assess(
     bwd_floor = [[0.0] * dp for _ in range(pp)]
     optimizer = [[0.0] * dp for _ in range(pp)]
     for s in range(pp):
-        params = ctx.params_on_rank(s, layers[s])
         for r in range(dp):
-            t = ctx.times[cells[s][r].device_class]
-            extra_f = (t.first_fwd if s == 0 else 0.0) + (t.last_fwd if s == pp - 1 else 0.0)
-            extra_b = (t.first_bwd if s == 0 else 0.0) + (t.last_bwd if s == pp - 1 else 0.0)
-            fwd[s][r] = layers[s] * t.layer_fwd + extra_f
-            bwd[s][r] = layers[s] * t.layer_bwd + extra_b
-            fwd_floor[s][r] = layers[s] * t.layer_fwd_floor + extra_f
-            bwd_floor[s][r] = layers[s] * t.layer_bwd_floor + extra_b
-            optimizer[s][r] = t.optimizer_ns_per_param * params * _optimizer_share(ctx)
+            times = _cell_times(ctx, s, layers[s], cells[s][r].device_class)
+            fwd[s][r], bwd[s][r], fwd_floor[s][r], bwd_floor[s][r], optimizer[s][r] = times
     bound = max(
         _replica_bound(
             ctx,
@@ -73,6 +66,26 @@ def assess(
     return Assessment(
         estimate_ns=max(estimate, bound), bound_ns=max(0.0, bound - _ROUNDING_NS_PER_STAGE * pp)
     )
+
+
+def _cell_times(
+    ctx: OptionContext, stage: int, num_layers: int, device_class: int
+) -> tuple[float, float, float, float, float]:
+    """(F, B, F floor, B floor, optimizer step) of one micro-batch on a cell, memoised per context."""
+    key = ("cell", stage, num_layers, device_class)
+    found = ctx.memo.get(key)
+    if found is None:
+        t, last = ctx.times[device_class], ctx.shape.pp - 1
+        extra_f = (t.first_fwd if stage == 0 else 0.0) + (t.last_fwd if stage == last else 0.0)
+        extra_b = (t.first_bwd if stage == 0 else 0.0) + (t.last_bwd if stage == last else 0.0)
+        found = ctx.memo[key] = (
+            num_layers * t.layer_fwd + extra_f,
+            num_layers * t.layer_bwd + extra_b,
+            num_layers * t.layer_fwd_floor + extra_f,
+            num_layers * t.layer_bwd_floor + extra_b,
+            t.optimizer_ns_per_param * ctx.params_on_rank(stage, num_layers) * _optimizer_share(ctx),
+        )
+    return found  # type: ignore[return-value]
 
 
 def _optimizer_share(ctx: OptionContext) -> float:
@@ -113,7 +126,7 @@ def _estimate(
     for s in range(pp):
         slowest_bwd = max(bwd[s])
         last_backward_end = pipeline - drained
-        sync, gather = _dp_sync_ns(ctx, s, layers[s], [c for c in cells[s]])
+        sync, gather = _dp_sync_ns(ctx, s, layers[s], cells[s])
         bucket = ctx.parallelism.dp_bucket_mib * 1024**2
         overlap = slowest_bwd * max(0.0, 1 - bucket / max(ctx.grad_bytes(s, layers[s]), 1.0))
         synced = max(last_backward_end, last_backward_end - overlap + sync)
@@ -127,14 +140,28 @@ def _links(ctx: OptionContext, cell: Cell) -> Links:
 
 
 def _p2p_ns(ctx: OptionContext, a: Cell, b: Cell) -> float:
-    la, lb = _links(ctx, a), _links(ctx, b)
-    if a.node == b.node:
-        return ctx.activation_bytes / la.fabric_bytes_per_ns + la.fabric_hop_ns
-    rate = min(la.network_bytes_per_ns, lb.network_bytes_per_ns)
-    return ctx.activation_bytes / rate + max(la.network_hop_ns, lb.network_hop_ns)
+    key = ("p2p", a.device_class, b.device_class, a.node == b.node)
+    found = ctx.memo.get(key)
+    if found is None:
+        la, lb = _links(ctx, a), _links(ctx, b)
+        if a.node == b.node:
+            found = ctx.activation_bytes / la.fabric_bytes_per_ns + la.fabric_hop_ns
+        else:
+            rate = min(la.network_bytes_per_ns, lb.network_bytes_per_ns)
+            found = ctx.activation_bytes / rate + max(la.network_hop_ns, lb.network_hop_ns)
+        ctx.memo[key] = found
+    return found  # type: ignore[return-value]
 
 
 def _dp_sync_ns(ctx: OptionContext, stage: int, num_layers: int, members: list[Cell]) -> tuple[float, float]:
+    key = ("dp", stage, num_layers, *members)
+    found = ctx.memo.get(key)
+    if found is None:
+        found = ctx.memo[key] = _dp_sync(ctx, stage, num_layers, members)  # type: ignore[assignment]
+    return found  # type: ignore[return-value]
+
+
+def _dp_sync(ctx: OptionContext, stage: int, num_layers: int, members: list[Cell]) -> tuple[float, float]:
     """(gradient sync, parameter all-gather after the step) of one stage's data-parallel group, as the
     hierarchical algorithm runs it: inside each node, across nodes on 1/n of the data, inside again."""
     d = len(members)

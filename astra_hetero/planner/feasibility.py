@@ -23,6 +23,7 @@ from astra_hetero.spec.schema import PartitionSpec, Spec
 class Reason(str, Enum):
     SPEC = "spec"  # a cross-section check of the spec rejects it (the field is named)
     MEMORY = "memory"  # some cell's memory estimate exceeds its GPU's memory
+    DOMINATED = "dominated"  # the same plan with less recomputation fits: it can only be faster
     BOUND = "bound"  # its lower bound is no better than the best simulated plan
     ESTIMATE = "estimate"  # its estimate is too far behind the best simulated plan
     BUDGET = "budget"  # not reached before the simulation or time budget ran out
@@ -32,6 +33,7 @@ class Reason(str, Enum):
 DESCRIPTIONS = {
     Reason.SPEC: "rejected by the spec checks",
     Reason.MEMORY: "does not fit in device memory",
+    Reason.DOMINATED: "the same plan with less recomputation fits (and does less work)",
     Reason.BOUND: "lower bound no better than the best simulated",
     Reason.ESTIMATE: "estimate too far behind the best simulated",
     Reason.BUDGET: "not simulated: budget spent",
@@ -96,12 +98,14 @@ def memory_headroom_gib(
     """Least free memory over the cells (negative: does not fit), and which cell that is."""
     worst, where = float("inf"), ""
     for s, row in enumerate(cells):
+        seen: set[tuple[int, int]] = set()
         for r, cell in enumerate(row):
+            if (cell.device_class, micro_batches[r]) in seen:
+                continue  # the same need on the same GPU as a replica before
+            seen.add((cell.device_class, micro_batches[r]))
             need = ctx.memory_need_gib(s, layers[s], micro_batches[r])
-            free = capacity_gib[cell.device_class] - need
-            if free < worst:
-                worst = free
-                where = (
-                    f"stage {s} of replica {r} needs {need:.1f} of {capacity_gib[cell.device_class]:g} GiB"
-                )
+            capacity = capacity_gib[cell.device_class]
+            if capacity - need < worst:
+                worst = capacity - need
+                where = f"stage {s} of replica {r} needs {need:.1f} of {capacity:g} GiB"
     return worst, where

@@ -21,6 +21,7 @@ from astra_hetero.planner.evaluate import Evaluator
 from astra_hetero.planner.feasibility import Infeasible, Reason
 from astra_hetero.planner.pool import Walk
 from astra_hetero.planner.problem import Problem
+from astra_hetero.planner.splits import canonical_batches
 
 MIN_RATIO_SAMPLES = 4  # simulations before the estimate ratio is trusted to skip candidates
 REFINE_SHARE = 0.25  # of the simulation budget kept for refinement
@@ -34,12 +35,7 @@ class BranchAndBound:
     ) -> SearchOutcome:
         progress = progress or Quiet()
         started = time.monotonic()
-        walk = Walk(problem)
-        progress.phase("enumerating candidates")
-        pool = sorted(walk.candidates(progress), key=_rank_key)
-        outcome = SearchOutcome(
-            self.name, tally=walk.tally, num_candidates=walk.num_candidates, num_feasible=len(pool)
-        )
+        walk, pool, outcome = _enumerate(self.name, problem, progress)
         refine = problem.settings.refine_top > 0 and budget.max_simulations > 1
         main = Budget(
             budget.max_simulations - (int(budget.max_simulations * REFINE_SHARE) if refine else 0),
@@ -64,18 +60,28 @@ class Exhaustive:
     ) -> SearchOutcome:
         progress = progress or Quiet()
         started = time.monotonic()
-        walk = Walk(problem)
-        progress.phase("enumerating candidates")
-        pool = sorted(walk.candidates(progress), key=_rank_key)
-        outcome = SearchOutcome(
-            self.name, tally=walk.tally, num_candidates=walk.num_candidates, num_feasible=len(pool)
-        )
+        walk, pool, outcome = _enumerate(self.name, problem, progress)
         progress.phase("simulating", len(pool))
         for batch in _batches(pool, evaluator.parallelism):
             run_batch(problem, evaluator, batch, budget, outcome, progress)
         outcome.stopped = "every feasible candidate simulated"
         outcome.wall_time_s = time.monotonic() - started
         return outcome
+
+
+def _enumerate(name: str, problem: Problem, progress: Progress) -> tuple[Walk, list[Trial], SearchOutcome]:
+    """The feasible candidates in order of estimate, and an outcome that counts the walk."""
+    walk = Walk(problem)
+    progress.phase("enumerating candidates")
+    pool = sorted(walk.candidates(progress), key=_rank_key)
+    outcome = SearchOutcome(
+        name,
+        tally=walk.tally,
+        num_candidates=walk.num_candidates,
+        num_feasible=len(pool),
+        num_collapsed=walk.num_collapsed,
+    )
+    return walk, pool, outcome
 
 
 def _rank_key(trial: Trial) -> tuple[float, float, str]:
@@ -168,7 +174,7 @@ def _refine(
         best = outcome.best.time_us if outcome.best else float("inf")
         children: list[tuple[Trial, Trial]] = []
         for parent in parents:
-            for plan in neighbours(problem, parent):
+            for plan in neighbours(problem, walk, parent):
                 if plan in seen:
                     continue
                 seen.add(plan)
@@ -196,12 +202,13 @@ def _refine(
         parents = list(improved.values())
 
 
-def neighbours(problem: Problem, trial: Trial) -> list[Plan]:
+def neighbours(problem: Problem, walk: Walk, trial: Trial) -> list[Plan]:
     """Plans one move away, in the direction the simulation points: a layer off the busiest stage (to
     each neighbour and to the least busy stage), a micro-batch off the replica that finishes last."""
     plan, evaluation, settings = trial.plan, trial.evaluation, problem.settings
     if evaluation is None or not evaluation.ok:
         return []
+    cells = walk.cells(plan.shape, plan.grid)
     found = []
     busy = evaluation.stage_busy_us
     if settings.layers == "search" and plan.pp > 1 and len(busy) == plan.pp:
@@ -221,5 +228,5 @@ def neighbours(problem: Problem, trial: Trial) -> list[Plan]:
             batches = list(plan.micro_batches)
             batches[late] -= 1
             batches[early] += 1
-            found.append(plan.with_splits(plan.layers, tuple(batches)))
+            found.append(plan.with_splits(plan.layers, canonical_batches(tuple(batches), cells)))
     return found

@@ -41,7 +41,9 @@ class _SearchBase(Strict):
     )
     micro_batches: Literal["search", "uniform", "spec"] = "search"
     max_splits: PositiveInt = Field(
-        64, description="enumerate every layer (micro-batch) split when a grid has at most this many"
+        16,
+        description="per grid, enumerate every split of layers and micro-batches when there are at most "
+        "this many (else every layer split when those are few enough, else the balanced split)",
     )
     planner: Literal["branch_and_bound", "exhaustive", "homogeneous"] = Field(
         "branch_and_bound", description="exhaustive simulates every feasible candidate (small spaces)"

@@ -158,10 +158,16 @@ def spec_grid(problem: Problem) -> Grid:
     return tuple(tuple(mapping.replicas or ()) for _ in range(par.pp))
 
 
-def option_sets(problem: Problem) -> list[tuple[tuple[str, Any], ...]]:
-    """Every combination of the searched options, as (field, value) pairs in table order."""
+def option_sets(problem: Problem, shape: Shape) -> list[tuple[tuple[str, Any], ...]]:
+    """Every combination of the searched options, as (field, value) pairs in table order. An option
+    that cannot change this shape's workload (`Dimension.inert`) takes only its first value."""
     values = []
     for dimension in active_dimensions():
         given = allowed(getattr(problem.settings, dimension.field, None))
-        values.append([(dimension.field, v) for v in (given or dimension.values(problem.base))])
+        choices = list(given or dimension.values(problem.base))
+        if dimension.by_work:  # least work first, so that a dominated plan meets its dominator first
+            choices.sort(key=lambda v: dimension.by_work.index(v) if v in dimension.by_work else len(choices))
+        if dimension.inert(shape):
+            choices = choices[:1]
+        values.append([(dimension.field, v) for v in choices])
     return [tuple(combo) for combo in itertools.product(*values)]

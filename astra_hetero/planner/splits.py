@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from astra_hetero.planner.context import OptionContext
 from astra_hetero.planner.estimate import Cell
@@ -38,17 +38,17 @@ def _combinations(n: int, k: int) -> Iterator[tuple[int, ...]]:
 def splits(
     ctx: OptionContext, cells: list[list[Cell]], capacity_gib: dict[int, float]
 ) -> list[tuple[Split, Split]]:
-    """(layers per stage, micro-batches per replica) pairs to try for this grid."""
+    """(layers per stage, micro-batches per replica) pairs to try for this grid (none: no layer split
+    fits in memory, or an uneven `uniform` micro-batch split)."""
     settings, partition = ctx.problem.settings, ctx.problem.base.partition
     layers_total, m_total = ctx.problem.base.model.num_layers, ctx.num_micro_batches
     pp, dp = ctx.shape.pp, ctx.shape.dp
     n_layers = count_compositions(layers_total, pp) if settings.layers == "search" else 1
     n_batches = count_compositions(m_total, dp) if settings.micro_batches == "search" else 1
     # enumerate every split of as many dimensions as `max_splits` allows, layers first
-    every_layer = n_layers * n_batches <= settings.max_splits or n_layers <= settings.max_splits
-    every_batch = n_layers * n_batches <= settings.max_splits or (
-        n_layers > settings.max_splits and n_batches <= settings.max_splits
-    )
+    limit = settings.max_splits
+    every_layer = n_layers * n_batches <= limit or n_layers <= limit
+    every_batch = n_layers * n_batches <= limit or (n_layers > limit and n_batches <= limit)
 
     if settings.layers == "spec":
         layer_options = [tuple(partition.layers)]  # type: ignore[arg-type]
@@ -57,7 +57,8 @@ def splits(
     elif every_layer:
         layer_options = list(compositions(layers_total, pp))
     else:
-        layer_options = [balanced_layers(ctx, cells, capacity_gib)]
+        balanced = balanced_layers(ctx, cells, capacity_gib)
+        layer_options = [balanced] if balanced is not None else []
 
     results = []
     for layers in layer_options:
@@ -69,8 +70,27 @@ def splits(
             batch_options = list(compositions(m_total, dp))
         else:
             batch_options = [balanced_micro_batches(ctx, cells, layers)]
+        if settings.micro_batches == "search":
+            batch_options = _distinct(canonical_batches(b, cells) for b in batch_options)
         results.extend((layers, batches) for batches in batch_options)
     return results
+
+
+def canonical_batches(batches: Split, cells: list[list[Cell]]) -> Split:
+    """Replicas whose pipelines hold the same device classes stage by stage are interchangeable:
+    of the splits that differ only by swapping their counts, keep the one ascending along them."""
+    signature = [tuple(row[r].device_class for row in cells) for r in range(len(batches))]
+    out = list(batches)
+    start = 0
+    for end in range(1, len(out) + 1):
+        if end == len(out) or signature[end] != signature[start]:
+            out[start:end] = sorted(out[start:end])
+            start = end
+    return tuple(out)
+
+
+def _distinct(items: Iterable[Split]) -> list[Split]:
+    return list(dict.fromkeys(items))
 
 
 def stage_cost(ctx: OptionContext, cell: Cell, stage: int) -> tuple[float, float]:
@@ -84,20 +104,23 @@ def stage_cost(ctx: OptionContext, cell: Cell, stage: int) -> tuple[float, float
     return t.layer_fwd + t.layer_bwd, fixed
 
 
-def balanced_layers(ctx: OptionContext, cells: list[list[Cell]], capacity_gib: dict[int, float]) -> Split:
-    """Minimise the slowest stage (its slowest cell) with each stage within its cells' memory."""
+def balanced_layers(
+    ctx: OptionContext, cells: list[list[Cell]], capacity_gib: dict[int, float]
+) -> Split | None:
+    """Minimise the slowest stage (its slowest cell) with each stage within its cells' memory, with
+    as many micro-batches per replica as an even split gives; None when no split fits that way."""
     pp, dp = ctx.shape.pp, ctx.shape.dp
-    per_stage = [max((stage_cost(ctx, cells[s][r], s) for r in range(dp)), key=sum) for s in range(pp)]
-    typical = math.ceil(ctx.num_micro_batches / dp)
-    caps = [
-        min(ctx.max_layers(s, typical, capacity_gib[cells[s][r].device_class]) for r in range(dp))
-        for s in range(pp)
-    ]
-    total = ctx.problem.base.model.num_layers
-    found = greedy_min_max(total, [c[0] for c in per_stage], [c[1] for c in per_stage], cap=caps)
-    if found is None:  # nothing fits: the memory check will say so; keep a well-formed split
-        found = even_split(total, pp)
-    return tuple(found)
+    rows = tuple(frozenset(cell.device_class for cell in row) for row in cells)
+    key = ("balanced_layers", rows)  # grids with the same classes per stage share their split
+    found = ctx.memo.get(key)
+    if found is None:
+        per_stage = [max((stage_cost(ctx, cells[s][r], s) for r in range(dp)), key=sum) for s in range(pp)]
+        typical = math.ceil(ctx.num_micro_batches / dp)
+        caps = [min(ctx.max_layers(s, typical, capacity_gib[k]) for k in rows[s]) for s in range(pp)]
+        total = ctx.problem.base.model.num_layers
+        split = greedy_min_max(total, [c[0] for c in per_stage], [c[1] for c in per_stage], cap=caps)
+        found = ctx.memo[key] = tuple(split) if split else None
+    return found  # type: ignore[return-value]
 
 
 def balanced_micro_batches(ctx: OptionContext, cells: list[list[Cell]], layers: Split) -> Split:
