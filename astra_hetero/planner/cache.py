@@ -45,7 +45,10 @@ def plan_key(spec: Spec, backend: str = "embedded") -> str:
     digest = hashlib.sha256()
     digest.update(json.dumps(content, sort_keys=True).encode())
     if spec.calibration:
-        digest.update(Path(spec.calibration).read_bytes())
+        try:
+            digest.update(Path(spec.calibration).read_bytes())
+        except OSError:  # the simulation will say what is wrong; its failure is keyed as such
+            digest.update(b"unreadable calibration table")
     digest.update(backend.encode())
     digest.update(code_version().encode())
     return digest.hexdigest()

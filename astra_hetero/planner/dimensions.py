@@ -28,8 +28,8 @@ class Dimension:
     values: Callable[[Spec], tuple[Any, ...]]  # tried by default, given the spec as written
     short: str  # in plan labels: "mbs=2", or the bare value when empty ("1f1b")
     # True where the option cannot change the workload (e.g. the distributed optimizer with one
-    # replica): only the first of its values is tried there. tests/planner checks each such claim
-    # against the generated traces.
+    # replica) or is not allowed (sequence parallelism without TP): only the schema's default is
+    # tried there. tests/planner checks each claim of the first kind against the generated traces.
     inert: Callable[[Shape], bool] = lambda shape: False
     # Values from least to most work when all else is equal (each later one only adds compute and
     # saves memory): a plan is dominated by the same plan with an earlier value that fits in memory.

@@ -45,7 +45,7 @@ class BranchAndBound:
         outcome.stopped = _simulate_ranked(problem, pool, evaluator, main, outcome, progress)
         budget.used += main.used
         if refine:
-            _refine(problem, walk, evaluator, budget, outcome, progress)
+            _refine(problem, walk, pool, evaluator, budget, outcome, progress)
         outcome.wall_time_s = time.monotonic() - started
         return outcome
 
@@ -159,14 +159,16 @@ def _simulate_ranked(
 def _refine(
     problem: Problem,
     walk: Walk,
+    pool: list[Trial],
     evaluator: Evaluator,
     budget: Budget,
     outcome: SearchOutcome,
     progress: Progress,
 ) -> None:
-    """Hill-climb the splits of the best `refine_top` plans, one layer or micro-batch at a time."""
+    """Hill-climb the splits of the best `refine_top` plans, one layer or micro-batch at a time.
+    Plans of the pool were considered already (simulated or pruned) and are not counted again."""
     settings = problem.settings
-    seen = {t.plan for t in outcome.trials}
+    seen = {t.plan for t in pool}
     parents = [t for t in outcome.ranked if t.evaluation is not None and t.evaluation.ok][
         : settings.refine_top
     ]
@@ -183,10 +185,11 @@ def _refine(
                 found = walk.trial(ctx, plan, walk.cells(plan.shape, plan.grid), "refine")
                 if isinstance(found, Infeasible):
                     outcome.tally.add(found)
-                elif found.bound_us >= best:
+                    continue
+                outcome.num_feasible += 1
+                if found.bound_us >= best:
                     outcome.tally.add(Infeasible(Reason.BOUND))
                 else:
-                    outcome.num_feasible += 1
                     children.append((parent, found))
         room = budget.left()
         if room < len(children):

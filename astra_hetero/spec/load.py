@@ -27,7 +27,7 @@ def _field_path(loc: tuple[Any, ...]) -> str:
 def _is_union_label(part: str) -> bool:
     return (
         "[" in part
-        or part.startswith(("function-", "tagged-union"))
+        or part.startswith(("function-", "tagged-union", "constrained-"))
         or part in {"str", "int", "float", "bool"}
     )
 
