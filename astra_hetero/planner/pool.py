@@ -62,7 +62,7 @@ class Walk:
                     placed.append((grid, self.cells(shape, grid)))
                 except SpecError as error:
                     self._reject(spec_infeasible(error), len(options))
-            for grid, cells in placed:
+            for _, cells in placed:
                 self.num_collapsed += (replica_orderings(cells) - 1) * len(options)
             for opts in options:
                 if placed:

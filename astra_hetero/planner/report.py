@@ -48,10 +48,11 @@ def _plan_line(trial: Trial, rows: Sequence[Row]) -> str:
     row = next((r for r in rows if r.trial is trial), None)
     tokens = f", {row.values['tokens_per_s']:,.0f} tokens/s" if row else ""
     plan = trial.plan
+    layers, batches = " ".join(map(str, plan.layers)), " ".join(map(str, plan.micro_batches))
     return (
         f"{trial.time_us / 1e3:,.3f} ms{tokens} — tp {plan.tp}, pp {plan.pp}, dp {plan.dp}, "
-        f"{describe_options(plan.options)}; mapping `{plan.mapping_text}`; layers `{' '.join(map(str, plan.layers))}`; "
-        f"micro-batches `{' '.join(map(str, plan.micro_batches))}`; memory headroom {trial.headroom_gib:.1f} GiB"
+        f"{describe_options(plan.options)}; mapping `{plan.mapping_text}`; layers `{layers}`; "
+        f"micro-batches `{batches}`; memory headroom {trial.headroom_gib:.1f} GiB"
     )
 
 
@@ -90,11 +91,30 @@ def _answer(report: PlanReport, rows: Sequence[Row]) -> list[str]:
 def _search(report: PlanReport) -> list[str]:
     search = report.search
     tally = search.tally
+    header = (
+        "candidates considered",
+        "feasible",
+        "simulated",
+        "search wall time",
+        "workers",
+        "simulations run",
+        "cache hits",
+        "replica orderings collapsed",
+    )
+    values = (
+        search.num_candidates,
+        search.num_feasible,
+        len(search.trials),
+        f"{search.wall_time_s:.1f} s",
+        report.jobs,
+        report.num_simulated,
+        report.cache_hits,
+        search.num_collapsed,
+    )
     lines = [
-        "| candidates considered | feasible | simulated | search wall time | workers | simulations run | cache hits |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
-        f"| {search.num_candidates} | {search.num_feasible} | {len(search.trials)} | {search.wall_time_s:.1f} s "
-        f"| {report.jobs} | {report.num_simulated} | {report.cache_hits} |",
+        "| " + " | ".join(header) + " |",
+        "|" + "---:|" * len(header),
+        "| " + " | ".join(map(str, values)) + " |",
         "",
         f"Planner `{search.planner}`; stopped: {search.stopped}. Whole session (baseline included): "
         f"{report.wall_time_s:.1f} s.",
@@ -143,15 +163,15 @@ def _space(report: PlanReport) -> list[str]:
         values = allowed(getattr(settings, dimension.field, None)) or dimension.values(report.problem.base)
         searched.append(f"{dimension.field} ∈ {{{', '.join(map(str, values))}}}")
     classes = ", ".join(f"{c.name} ({c.num_gpus} GPUs)" for c in report.problem.classes)
+    use = "every GPU used" if settings.use_all_gpus else "GPUs may be left idle"
     return [
         f"- device classes (node groups with identical hardware are one pool): {classes}",
-        f"- tp, pp, dp: {settings.tp or 'every value that fits'}, {settings.pp or 'any'}, {settings.dp or 'any'}; "
-        f"{'every GPU used' if settings.use_all_gpus else 'GPUs may be left idle'}",
+        f"- tp {settings.tp or 'any that fits'}, pp {settings.pp or 'any'}, dp {settings.dp or 'any'}; {use}",
         f"- mapping: {settings.mapping}; stage order: {settings.stage_order}; at most "
-        f"{settings.max_distinct_replicas} distinct pipelines per grid; replicas that differ only in order are "
-        "one plan",
-        f"- splits: layers {settings.layers}, micro-batches {settings.micro_batches} (every split when a grid "
-        f"has at most {settings.max_splits}, else the balanced one, refined around the best "
+        f"{settings.max_distinct_replicas} distinct pipelines per grid; grids that differ only in the order "
+        "of their replicas are one plan",
+        f"- splits: layers {settings.layers}, micro-batches {settings.micro_batches} (every split when a "
+        f"grid has at most {settings.max_splits}, else the balanced one, refined around the best "
         f"{settings.refine_top} plans)",
         f"- options: {'; '.join(searched)}",
         f"- budget: {settings.max_simulations} simulations"

@@ -12,8 +12,8 @@ from astra_hetero.planner.base import Budget, Quiet, SearchOutcome
 from astra_hetero.planner.cache import PlanCache
 from astra_hetero.planner.evaluate import Evaluator, simulate
 from astra_hetero.planner.feasibility import Reason
-from astra_hetero.planner.problem import problem_from_data
 from astra_hetero.planner.pool import Walk
+from astra_hetero.planner.problem import problem_from_data
 from astra_hetero.planner.search import BranchAndBound, Exhaustive, run_batch
 from tests.conftest import node_group
 from tests.planner.specs import NARROW, plan_data
