@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from astra_hetero.planner.candidate import Plan
 from astra_hetero.planner.estimate import Assessment
 from astra_hetero.planner.evaluation import Evaluation
 from astra_hetero.planner.feasibility import Tally
+
+if TYPE_CHECKING:
+    from astra_hetero.planner.evaluate import Evaluator
+    from astra_hetero.planner.problem import Problem
 
 
 @dataclass
@@ -60,6 +64,16 @@ class SearchOutcome:
     def best(self) -> Trial | None:
         ranked = self.ranked
         return ranked[0] if ranked and ranked[0].evaluation and ranked[0].evaluation.ok else None
+
+
+class Planner(Protocol):
+    """Every planner: the branch-and-bound search, exhaustive simulation, the homogeneous baseline."""
+
+    name: str
+
+    def search(
+        self, problem: Problem, evaluator: Evaluator, budget: Budget, progress: Progress | None = None
+    ) -> SearchOutcome: ...
 
 
 class Progress(Protocol):

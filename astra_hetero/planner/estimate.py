@@ -68,6 +68,18 @@ def assess(
     )
 
 
+def branch_bound(ctx: OptionContext, cells_per_class: dict[int, int]) -> float:
+    """Below every plan of this shape and these options that puts `cells_per_class` cells on each
+    device class, whatever its grid and splits: the micro-batches' layers are work units that the
+    cells share at best perfectly, and one micro-batch must pass every layer, forward and backward,
+    on the fastest class at best."""
+    unit = {k: t.layer_fwd_floor + t.layer_bwd_floor for k, t in ctx.times.items() if cells_per_class.get(k)}
+    layers = ctx.problem.base.model.num_layers
+    shared = ctx.num_micro_batches * layers / sum(cells_per_class[k] / unit[k] for k in unit)
+    latency = layers * min(unit.values())
+    return max(0.0, max(shared, latency) - _ROUNDING_NS_PER_STAGE * ctx.shape.pp)
+
+
 def _cell_times(
     ctx: OptionContext, stage: int, num_layers: int, device_class: int
 ) -> tuple[float, float, float, float, float]:

@@ -50,10 +50,11 @@ class Evaluator:
         self.num_simulated = 0
         self._pool: ProcessPoolExecutor | None = None
         self._ray: Any = None
+        self._ray_connected_here = False
 
     def __enter__(self) -> Evaluator:
         if self.ray_address:
-            self._ray = _connect_ray(self.ray_address)
+            self._ray, self._ray_connected_here = _connect_ray(self.ray_address)
         elif self.jobs > 1:
             # spawn: the parent runs a progress thread, and forking a threaded process is unsafe
             self._pool = ProcessPoolExecutor(self.jobs, mp_context=multiprocessing.get_context("spawn"))
@@ -62,7 +63,7 @@ class Evaluator:
     def __exit__(self, *exc: object) -> None:
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
-        if self._ray is not None:
+        if self._ray is not None and self._ray_connected_here:
             self._ray.shutdown()
 
     @property

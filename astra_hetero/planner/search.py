@@ -1,30 +1,39 @@
-"""The heterogeneity-aware planner: branch and bound over the candidate pool, simulation in the loop.
+"""The heterogeneity-aware planner: branch and bound with the simulator in the loop.
 
-1. Walk the space (pool.Walk): every feasible candidate with its estimate and lower bound.
-2. Simulate in order of estimate, a batch per round (one plan per worker). Before each candidate is
-   sent, drop it if its lower bound is no better than the best simulated time (it cannot win), or if
-   its estimate, corrected by the most optimistic estimate-to-simulation ratio seen so far, is still
-   `estimate_margin` behind the best. With `estimate_margin: null` only bounds prune, and a search that
-   ends before its budget has provably found the best plan of the space.
-3. Refine the best plans' splits: move one layer off the busiest stage, one micro-batch off the
+1. Walk the space into branches (pool.Walk): shape × options × cell composition, each with a lower
+   bound valid for all its candidates and a quick estimate from its most regular grids.
+2. Expand the most promising branches (estimate within `INITIAL_SPREAD` of the best) into candidates,
+   each with its own estimate and lower bound.
+3. Simulate candidates in order of estimate, a batch per round (one plan per worker). Before a
+   candidate is sent it is dropped if its lower bound is no better than the best simulated time (it
+   cannot win), or if its estimate, corrected by the most optimistic simulated/estimated ratio seen, is
+   still `estimate_margin` behind the best.
+4. When no candidate is left, the remaining branches are pruned the same way (bound, then
+   estimate) or expanded, the most promising first, and step 3 continues.
+5. Refine the best plans' splits: move one layer off the busiest stage, one micro-batch off the
    replica that finishes last, and keep climbing while the simulation says it helps.
+
+With `estimate_margin: null` only bounds prune, and a search that ends within its budget has found
+the best plan of the space.
 """
 
 from __future__ import annotations
 
+import heapq
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable
 
 from astra_hetero.planner.base import Budget, Progress, Quiet, SearchOutcome, Trial
 from astra_hetero.planner.candidate import Plan, plan_spec
 from astra_hetero.planner.evaluate import Evaluator
 from astra_hetero.planner.feasibility import Infeasible, Reason
-from astra_hetero.planner.pool import Walk
+from astra_hetero.planner.pool import Branch, Walk
 from astra_hetero.planner.problem import Problem
 from astra_hetero.planner.splits import canonical_batches
 
 MIN_RATIO_SAMPLES = 4  # simulations before the estimate ratio is trusted to skip candidates
 REFINE_SHARE = 0.25  # of the simulation budget kept for refinement
+INITIAL_SPREAD = 0.1  # branches expanded before the first simulation: estimate within 10 % of the best
 
 
 class BranchAndBound:
@@ -35,17 +44,22 @@ class BranchAndBound:
     ) -> SearchOutcome:
         progress = progress or Quiet()
         started = time.monotonic()
-        walk, pool, outcome = _enumerate(self.name, problem, progress)
+        walk = Walk(problem)
+        progress.phase("enumerating branches")
+        branches = sorted(walk.branches(progress), key=lambda b: b.rank)
         refine = problem.settings.refine_top > 0 and budget.max_simulations > 1
         main = Budget(
             budget.max_simulations - (int(budget.max_simulations * REFINE_SHARE) if refine else 0),
             budget.deadline,
         )
-        progress.phase("simulating", min(len(pool), budget.max_simulations))
-        outcome.stopped = _simulate_ranked(problem, pool, evaluator, main, outcome, progress)
+        ranked = _Ranked(problem, walk, evaluator, main, progress, self.name)
+        progress.phase("simulating", main.max_simulations)
+        ranked.run(branches)
         budget.used += main.used
+        outcome = ranked.outcome
         if refine:
-            _refine(problem, walk, pool, evaluator, budget, outcome, progress)
+            _refine(problem, walk, ranked.considered, evaluator, budget, outcome, progress)
+        _count_walk(outcome, walk)
         outcome.wall_time_s = time.monotonic() - started
         return outcome
 
@@ -60,37 +74,138 @@ class Exhaustive:
     ) -> SearchOutcome:
         progress = progress or Quiet()
         started = time.monotonic()
-        walk, pool, outcome = _enumerate(self.name, problem, progress)
+        walk = Walk(problem)
+        progress.phase("enumerating")
+        pool = sorted((t for b in walk.branches(progress) for t in walk.expand(b)), key=_rank_key)
+        outcome = SearchOutcome(self.name, num_feasible=len(pool))
         progress.phase("simulating", len(pool))
-        for batch in _batches(pool, evaluator.parallelism):
-            run_batch(problem, evaluator, batch, budget, outcome, progress)
+        for start in range(0, len(pool), evaluator.parallelism):
+            run_batch(
+                problem, evaluator, pool[start : start + evaluator.parallelism], budget, outcome, progress
+            )
         outcome.stopped = "every feasible candidate simulated"
+        _count_walk(outcome, walk)
         outcome.wall_time_s = time.monotonic() - started
         return outcome
 
 
-def _enumerate(name: str, problem: Problem, progress: Progress) -> tuple[Walk, list[Trial], SearchOutcome]:
-    """The feasible candidates in order of estimate, and an outcome that counts the walk."""
-    walk = Walk(problem)
-    progress.phase("enumerating candidates")
-    pool = sorted(walk.candidates(progress), key=_rank_key)
-    outcome = SearchOutcome(
-        name,
-        tally=walk.tally,
-        num_candidates=walk.num_candidates,
-        num_feasible=len(pool),
-        num_collapsed=walk.num_collapsed,
-    )
-    return walk, pool, outcome
+def _count_walk(outcome: SearchOutcome, walk: Walk) -> None:
+    """Fold the walk's counts (rejections, candidates seen) into the outcome's."""
+    for key, count in walk.tally.counts.items():
+        outcome.tally.counts[key] += count
+        outcome.tally.examples.setdefault(key, walk.tally.examples.get(key, ""))
+    outcome.num_candidates += walk.num_candidates
+    outcome.num_collapsed += walk.num_collapsed
 
 
 def _rank_key(trial: Trial) -> tuple[float, float, str]:
     return (trial.assessment.estimate_ns, trial.assessment.bound_ns, trial.plan.label)
 
 
-def _batches(items: list[Trial], size: int) -> Iterator[list[Trial]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+class _Ranked:
+    """Candidates in order of estimate, branches expanded on demand, the best simulated time so far."""
+
+    def __init__(
+        self,
+        problem: Problem,
+        walk: Walk,
+        evaluator: Evaluator,
+        budget: Budget,
+        progress: Progress,
+        name: str,
+    ) -> None:
+        self.problem, self.walk, self.evaluator = problem, walk, evaluator
+        self.budget, self.progress = budget, progress
+        self.outcome = SearchOutcome(name)
+        self.margin = problem.settings.estimate_margin
+        self.heap: list[tuple[tuple[float, float, str], int, Trial]] = []
+        self.considered: list[Trial] = []  # every expanded candidate
+        self.best = float("inf")
+        self.ratio = float("inf")  # least simulated / estimated time seen
+        self.samples = 0
+
+    def run(self, branches: list[Branch]) -> None:
+        waiting = list(branches)
+        while waiting:
+            waiting = self._expand_most_promising(waiting)
+            if not self._simulate():
+                self._skip_branches(waiting, Reason.BUDGET)
+                self.outcome.stopped = self.budget.why_stopped()
+                return
+            waiting = [b for b in waiting if not self._pruned(b)]
+        if self.margin is None:
+            self.outcome.stopped = (
+                "space exhausted: every candidate simulated or bounded out (the best is optimal in the space)"
+            )
+        else:
+            self.outcome.stopped = (
+                "space exhausted: every candidate simulated, bounded out or ranked out by its estimate"
+            )
+
+    def _expand_most_promising(self, waiting: list[Branch]) -> list[Branch]:
+        """Expand the first branch and those whose estimate is within INITIAL_SPREAD of it; return
+        the rest."""
+        first = waiting[0]
+        limit = first.estimate_ns * (1 + INITIAL_SPREAD)
+        count = 1
+        while (
+            count < len(waiting)
+            and waiting[count].estimated == first.estimated
+            and (waiting[count].estimate_ns <= limit)
+        ):
+            count += 1
+        self._expand(waiting[:count])
+        return waiting[count:]
+
+    def _expand(self, branches: Iterable[Branch]) -> None:
+        for branch in branches:
+            for trial in self.walk.expand(branch):
+                self.outcome.num_feasible += 1
+                self.considered.append(trial)
+                heapq.heappush(self.heap, (_rank_key(trial), len(self.considered), trial))
+
+    def _skip(self, item: Trial | Branch) -> Reason | None:
+        """Why a candidate (or a whole branch) need not be simulated, if it need not."""
+        if item.bound_us >= self.best:
+            return Reason.BOUND
+        if self.margin is not None and self.samples >= MIN_RATIO_SAMPLES:
+            if item.estimate_us * self.ratio * (1 - self.margin) >= self.best:
+                return Reason.ESTIMATE
+        return None
+
+    def _pruned(self, branch: Branch) -> bool:
+        reason = self._skip(branch)
+        if reason is not None:
+            self.walk.reject(Infeasible(reason, "branch"), branch.size)
+        return reason is not None
+
+    def _skip_branches(self, branches: list[Branch], reason: Reason) -> None:
+        for branch in branches:
+            self.walk.reject(Infeasible(reason, "branch"), branch.size)
+
+    def _simulate(self) -> bool:
+        """Simulate from the heap until it is empty (True) or the budget is spent (False)."""
+        while self.heap:
+            room = min(self.evaluator.parallelism, self.budget.left())
+            if room == 0:
+                self.outcome.tally.add(Infeasible(Reason.BUDGET), len(self.heap))
+                self.heap.clear()
+                return False
+            batch: list[Trial] = []
+            while self.heap and len(batch) < room:
+                trial = heapq.heappop(self.heap)[2]
+                reason = self._skip(trial)
+                if reason is None:
+                    batch.append(trial)
+                else:
+                    self.outcome.tally.add(Infeasible(reason))
+            run_batch(self.problem, self.evaluator, batch, self.budget, self.outcome, self.progress)
+            for trial in batch:
+                if trial.evaluation is not None and trial.evaluation.ok:
+                    self.best = min(self.best, trial.time_us)
+                    self.ratio = min(self.ratio, trial.time_us / max(trial.estimate_us, 1e-9))
+                    self.samples += 1
+        return True
 
 
 def run_batch(
@@ -113,65 +228,21 @@ def run_batch(
         progress.advance(1, best.time_us if best else None)
 
 
-def _simulate_ranked(
-    problem: Problem,
-    pool: list[Trial],
-    evaluator: Evaluator,
-    budget: Budget,
-    outcome: SearchOutcome,
-    progress: Progress,
-) -> str:
-    margin = problem.settings.estimate_margin
-    best = float("inf")
-    ratio = float("inf")  # least simulated / estimated time seen
-    samples = 0
-    index = 0
-    while index < len(pool):
-        room = min(evaluator.parallelism, budget.left())
-        if room == 0:
-            outcome.tally.add(Infeasible(Reason.BUDGET), len(pool) - index)
-            return budget.why_stopped()
-        batch: list[Trial] = []
-        while index < len(pool) and len(batch) < room:
-            trial = pool[index]
-            index += 1
-            if trial.bound_us >= best:
-                outcome.tally.add(Infeasible(Reason.BOUND))
-            elif (
-                margin is not None
-                and samples >= MIN_RATIO_SAMPLES
-                and (trial.estimate_us * ratio * (1 - margin) >= best)
-            ):
-                outcome.tally.add(Infeasible(Reason.ESTIMATE))
-            else:
-                batch.append(trial)
-        run_batch(problem, evaluator, batch, budget, outcome, progress)
-        for trial in batch:
-            if trial.evaluation is not None and trial.evaluation.ok:
-                best = min(best, trial.time_us)
-                ratio = min(ratio, trial.time_us / max(trial.estimate_us, 1e-9))
-                samples += 1
-    if margin is None:
-        return "space exhausted: every candidate simulated or bounded out (the best is optimal in the space)"
-    return "space exhausted: every candidate simulated, bounded out or ranked out by its estimate"
-
-
 def _refine(
     problem: Problem,
     walk: Walk,
-    pool: list[Trial],
+    considered: list[Trial],
     evaluator: Evaluator,
     budget: Budget,
     outcome: SearchOutcome,
     progress: Progress,
 ) -> None:
     """Hill-climb the splits of the best `refine_top` plans, one layer or micro-batch at a time.
-    Plans of the pool were considered already (simulated or pruned) and are not counted again."""
+    Candidates considered already (simulated or pruned) are not counted again."""
     settings = problem.settings
-    seen = {t.plan for t in pool}
-    parents = [t for t in outcome.ranked if t.evaluation is not None and t.evaluation.ok][
-        : settings.refine_top
-    ]
+    seen = {t.plan for t in considered}
+    ok = [t for t in outcome.ranked if t.evaluation is not None and t.evaluation.ok]
+    parents = ok[: settings.refine_top]
     for _ in range(settings.refine_rounds):
         best = outcome.best.time_us if outcome.best else float("inf")
         children: list[tuple[Trial, Trial]] = []
@@ -180,11 +251,11 @@ def _refine(
                 if plan in seen:
                     continue
                 seen.add(plan)
-                outcome.num_candidates += 1
+                walk.num_candidates += 1
                 ctx = walk.contexts.get(plan.shape, plan.options)
                 found = walk.trial(ctx, plan, walk.cells(plan.shape, plan.grid), "refine")
                 if isinstance(found, Infeasible):
-                    outcome.tally.add(found)
+                    walk.tally.add(found)
                     continue
                 outcome.num_feasible += 1
                 if found.bound_us >= best:

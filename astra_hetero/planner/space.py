@@ -10,7 +10,10 @@ node-group names (`materialize`), filling each class's groups in cluster order.
 from __future__ import annotations
 
 import itertools
+import math
+from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from astra_hetero.planner.candidate import Grid, Shape
@@ -42,7 +45,8 @@ def shapes(problem: Problem) -> Iterator[Shape]:
 
 
 def compositions(problem: Problem, shape: Shape) -> Iterator[tuple[int, ...]]:
-    """Cells per device class: every class full when all GPUs are used, else any counts that fit."""
+    """Cells per device class: every class full when all GPUs are used; else any counts that leave
+    whole nodes idle (a half-used node has every cost of a node and less of its work)."""
     across = problem.base.parallelism.allow_tp_across_nodes
     caps = [c.cells(shape.tp, across) for c in problem.classes]
     if problem.settings.use_all_gpus:
@@ -50,7 +54,9 @@ def compositions(problem: Problem, shape: Shape) -> Iterator[tuple[int, ...]]:
             if sum(caps) == shape.num_cells:
                 yield tuple(caps)
         return
-    for counts in itertools.product(*(range(cap + 1) for cap in caps)):
+    steps = [max(1, c.spec.gpus_per_node // shape.tp) for c in problem.classes]
+    ranges = [sorted({*range(0, cap + 1, step), cap}) for cap, step in zip(caps, steps, strict=True)]
+    for counts in itertools.product(*ranges):
         if sum(counts) == shape.num_cells:
             yield counts
 
@@ -133,20 +139,61 @@ def _group_slots(device_class: DeviceClass, tp: int) -> list[str]:
     ]
 
 
-def grids(problem: Problem, shape: Shape) -> Iterator[Grid | None]:
-    """Every grid of the space for `shape` (None: the default cluster-order mapping)."""
+@dataclass(frozen=True)
+class Family:
+    """The grids of one shape that put the same number of cells on each device class."""
+
+    composition: tuple[int, ...] | None  # None: the mapping is given (cluster order or the spec's)
+    class_grids: tuple[ClassGrid, ...] = ()
+    fixed: tuple[Grid | None, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.class_grids) if self.composition is not None else len(self.fixed)
+
+    def grids(self, problem: Problem, tp: int, indices: Sequence[int] | None = None) -> Iterator[Grid | None]:
+        """Node-group grids (None: cluster order), all of them or those at `indices`."""
+        chosen = range(len(self)) if indices is None else indices
+        for i in chosen:
+            yield (
+                materialize(problem, self.class_grids[i], tp)
+                if self.composition is not None
+                else self.fixed[i]
+            )
+
+    def representatives(self, most: int = 1) -> list[int]:
+        """Grids that stand for the family in a quick estimate: the stage-homogeneous ones (every
+        replica the same pipeline), else the first few."""
+        if self.composition is None:
+            return list(range(len(self.fixed)))[:most]
+        alike = [i for i, grid in enumerate(self.class_grids) if len(set(grid)) == 1]
+        return (alike or list(range(len(self.class_grids))))[:most]
+
+    def replica_orderings(self) -> int:
+        """Grids left out because they only reorder the replicas of one of this family's grids."""
+        extra = 0
+        for grid in self.class_grids:
+            count = math.factorial(len(grid))
+            for copies in Counter(grid).values():
+                count //= math.factorial(copies)
+            extra += count - 1
+        return extra
+
+
+def families(problem: Problem, shape: Shape) -> list[Family]:
+    """Every grid of the space for `shape`, by cell composition."""
     mode = problem.settings.mapping
     if mode == "default":
-        yield None
-        return
+        return [Family(None, fixed=(None,))]
     if mode == "spec":
         written = spec_grid(problem)
-        if len(written) == shape.pp and len(written[0]) == shape.dp:
-            yield written
-        return
+        fits = len(written) == shape.pp and len(written[0]) == shape.dp
+        return [Family(None, fixed=(written,))] if fits else []
+    found = []
     for composition in compositions(problem, shape):
-        for grid in class_grids(problem, shape, composition):
-            yield materialize(problem, grid, shape.tp)
+        grids = tuple(class_grids(problem, shape, composition))
+        if grids:
+            found.append(Family(composition, grids))
+    return found
 
 
 def spec_grid(problem: Problem) -> Grid:

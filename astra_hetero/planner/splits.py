@@ -76,6 +76,32 @@ def splits(
     return results
 
 
+def representative_split(
+    ctx: OptionContext, cells: list[list[Cell]], capacity_gib: dict[int, float]
+) -> tuple[Split, Split] | None:
+    """The one split a quick estimate of this grid uses: the balanced one (or the one the settings fix)."""
+    settings, partition = ctx.problem.settings, ctx.problem.base.partition
+    total, m_total, pp, dp = (
+        ctx.problem.base.model.num_layers,
+        ctx.num_micro_batches,
+        ctx.shape.pp,
+        ctx.shape.dp,
+    )
+    if settings.layers == "spec":
+        layers: Split | None = tuple(partition.layers)  # type: ignore[arg-type]
+    elif settings.layers == "uniform":
+        layers = tuple(even_split(total, pp))
+    else:
+        layers = balanced_layers(ctx, cells, capacity_gib)
+    if layers is None:
+        return None
+    if settings.micro_batches == "spec":
+        return layers, tuple(partition.micro_batches)  # type: ignore[arg-type]
+    if settings.micro_batches == "uniform":
+        return (layers, (m_total // dp,) * dp) if m_total % dp == 0 else None
+    return layers, canonical_batches(balanced_micro_batches(ctx, cells, layers), cells)
+
+
 def canonical_batches(batches: Split, cells: list[list[Cell]]) -> Split:
     """Replicas whose pipelines hold the same device classes stage by stage are interchangeable:
     of the splits that differ only by swapping their counts, keep the one ascending along them."""

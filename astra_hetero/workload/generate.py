@@ -21,8 +21,8 @@ from astra_hetero.workload.costs import (
     shape_of,
     stage_parameters,
 )
-from astra_hetero.workload.encode import ClassEncoder, RankBinding
-from astra_hetero.workload.graph import RankContext, RankGraph, build_rank_graph
+from astra_hetero.workload.encode import ClassEncoder, RankBinding, encode_compute
+from astra_hetero.workload.graph import COMP, RankContext, RankGraph, TraceNode, build_rank_graph
 from astra_hetero.workload.invariants import ClassSummary, check_bound, summarize
 from astra_hetero.workload.layout import Layout, Placement, build_layout
 from astra_hetero.workload.memory import check_memory, max_layers_that_fit
@@ -177,8 +177,9 @@ def class_graph(plan: WorkloadPlan, ctx: RankContext) -> RankGraph:
 def encoded_traces(plan: WorkloadPlan, progress: Progress | None = None) -> Iterator[tuple[int, bytes]]:
     """(rank, trace bytes) for every rank, after checking the whole workload's invariants.
 
-    An idle GPU gets a trace with only the metadata record: ASTRA-sim needs one file per NPU of the
-    topology, and a rank without nodes finishes at time 0 there and in the embedded engine.
+    An idle GPU gets a trace of one compute node of zero duration: ASTRA-sim needs a file per NPU of
+    the topology, and its trace feeder aborts on a graph without nodes ("No dependancy free nodes
+    found"). Such a rank finishes at time 0 in ASTRA-sim and in the embedded engine.
     """
     classes: dict[RankContext, tuple[ClassEncoder, ClassSummary]] = {}
     for ctx in plan.contexts:
@@ -193,8 +194,9 @@ def encoded_traces(plan: WorkloadPlan, progress: Progress | None = None) -> Iter
         yield binding.rank, classes[ctx][0].encode(binding)
         if progress:
             progress(1)
+    idle = metadata_record() + encode_compute(TraceNode(0, "idle", COMP, [], []), 0)
     for rank in plan.layout.idle_ranks:
-        yield rank, metadata_record()
+        yield rank, idle
         if progress:
             progress(1)
 

@@ -125,7 +125,7 @@ def test_memory_prunes_part_of_the_space_and_the_counts_add_up(planned):
     summary = json.loads((out / "search.json").read_text())
     space = summary["space"]
     assert space["pruned_by_reason"].get("memory", 0) > 0
-    skipped = sum(space["pruned_by_reason"].get(k, 0) for k in ("bound", "estimate", "budget"))
+    skipped = sum(space["pruned_by_key"].get(k, 0) for k in ("bound", "estimate", "budget"))
     assert space["feasible"] == space["simulated"] + skipped
     assert summary["speedup_vs_baseline"] >= 1.0
     cheapest = summary["cheapest_within_slowdown"]

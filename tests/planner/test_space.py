@@ -11,9 +11,8 @@ import pytest
 
 from astra_hetero.planner.candidate import Shape
 from astra_hetero.planner.estimate import Cell
-from astra_hetero.planner.pool import replica_orderings
 from astra_hetero.planner.problem import problem_from_data
-from astra_hetero.planner.space import class_grids, columns, materialize, option_sets, shapes
+from astra_hetero.planner.space import Family, class_grids, columns, materialize, option_sets, shapes
 from astra_hetero.planner.splits import canonical_batches, compositions, count_compositions
 from tests.conftest import node_group
 from tests.planner.specs import NARROW, plan_data
@@ -89,7 +88,13 @@ def test_micro_batch_splits_of_identical_replicas_are_collapsed():
     cells = [[h, h, a], [a, a, a]]  # replicas 0 and 1 hold the same classes; replica 2 differs
     assert canonical_batches((5, 2, 1), cells) == (2, 5, 1)
     assert canonical_batches((2, 5, 1), cells) == (2, 5, 1)
-    assert replica_orderings(cells) == math.factorial(3) // math.factorial(2)
+
+
+def test_a_family_counts_the_replica_orders_it_leaves_out():
+    grids = (((0, 0), (0, 0), (1, 1)), ((0, 1), (0, 1), (0, 1)))
+    family = Family((4, 2), grids)
+    assert family.replica_orderings() == (math.factorial(3) // math.factorial(2) - 1) + 0
+    assert family.representatives() == [1]  # the grid whose replicas are all the same pipeline
 
 
 def test_options_follow_the_table_and_inert_options_take_one_value():
