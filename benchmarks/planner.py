@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -35,15 +36,17 @@ EXAMPLES = sorted((ROOT / "examples" / "planner").glob("*.yaml"))
 
 def plan_example(path: Path, jobs: int, time_budget: float | None) -> None:
     problem = load_problem(path)
+    cpu_before = _cpu_seconds()
     with tempfile.TemporaryDirectory() as cache:
         started = time.monotonic()
         report = find_plans(problem, jobs=jobs, time_budget_s=time_budget, cache=PlanCache(Path(cache)))
         total = time.monotonic() - started
+    cpu = _cpu_seconds() - cpu_before
     search, best, baseline = report.search, report.best, report.baseline_best
     print(f"\n== {path.name}: {problem.num_gpus} GPUs, {len(problem.classes)} device classes")
     print(
-        f"   space: {search.num_candidates} candidates ({search.num_collapsed} replica reorderings collapsed), "
-        f"{search.num_feasible} expanded and feasible"
+        f"   space: {search.num_candidates} candidates ({search.num_collapsed} replica reorderings "
+        f"collapsed), {search.num_feasible} expanded and feasible"
     )
     pruned = ", ".join(f"{k} {n}" for k, n in sorted(search.tally.counts.items(), key=lambda kv: -kv[1]))
     print(f"   pruned by reason: {pruned or 'none'}")
@@ -51,14 +54,23 @@ def plan_example(path: Path, jobs: int, time_budget: float | None) -> None:
         f"   simulated: {len(search.trials)} (search) + {report.num_simulated - len(search.trials)} "
         f"(baseline, spec); stopped: {search.stopped}"
     )
-    print(f"   search wall time: {search.wall_time_s:.1f} s; with the baseline: {total:.1f} s (jobs={jobs})")
+    print(
+        f"   search wall time: {search.wall_time_s:.1f} s; with the baseline: {total:.1f} s (jobs={jobs}); "
+        f"CPU time of the session, workers included: {cpu:.0f} s (= {cpu / jobs:.0f} s on {jobs} idle "
+        "cores)"
+    )
     if best is not None:
         print(f"   best: {best.time_us / 1e3:,.1f} ms  {best.plan.label}")
     if baseline is not None and report.speedup is not None:
+        speedup = report.speedup
         print(f"   homogeneous-assumption baseline: {baseline.time_us / 1e3:,.1f} ms  {baseline.plan.label}")
-        print(
-            f"   speed-up over the baseline: {report.speedup:.3f}x ({(report.speedup - 1) * 100:.1f} % faster)"
-        )
+        print(f"   speed-up over the baseline: {speedup:.3f}x ({(speedup - 1) * 100:.1f} % faster)")
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (the simulation workers)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def small_cases() -> dict[str, dict]:
@@ -101,8 +113,8 @@ def against_exhaustive(jobs: int) -> None:
         gap = planned.best.time_us / every.best.time_us - 1
         print(
             f"   {name}: exhaustive {len(every.trials)} simulations in {exhaustive_s:.1f} s, best "
-            f"{every.best.time_us / 1e3:.3f} ms; planner {len(planned.trials)} simulations in {planned_s:.1f} s, "
-            f"best {planned.best.time_us / 1e3:.3f} ms; gap {gap * 100:+.2f} %"
+            f"{every.best.time_us / 1e3:.3f} ms; planner {len(planned.trials)} simulations in "
+            f"{planned_s:.1f} s, best {planned.best.time_us / 1e3:.3f} ms; gap {gap * 100:+.2f} %"
         )
 
 

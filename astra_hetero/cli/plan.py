@@ -119,6 +119,7 @@ def _with_settings(problem: Any, **changes: Any) -> Any:
 def _summary(report: Any) -> Any:
     from rich.table import Table
 
+    from astra_hetero.planner.dimensions import describe_options
     from astra_hetero.planner.table import plan_rows
 
     search = report.search
@@ -138,9 +139,9 @@ def _summary(report: Any) -> Any:
             f"{v['iteration_time_us'] / 1e3:,.3f}" if v["status"] == "ok" else "failed",
             f"{v['tokens_per_s']:,.0f}" if v["status"] == "ok" else "",
             f"{plan.tp}·{plan.pp}·{plan.dp}",
-            " ".join(f"{k}={val}" for k, val in plan.options)[:60],
-            plan.mapping_text[:40],
-            v["layers"][:30],
+            describe_options(plan.options),
+            plan.mapping_text,
+            v["layers"],
         )
     pruned = ", ".join(f"{k} {n}" for k, n in search.tally.by_reason().items()) or "none"
     table.caption = f"pruned: {pruned}"
