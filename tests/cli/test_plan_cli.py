@@ -4,6 +4,7 @@ unchanged with the time the planner printed, bad input writes nothing and exits 
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -185,3 +186,10 @@ def test_no_feasible_plan_exits_2_with_the_reasons(tmp_path, capsys):
     code, out = plan(tmp_path, data)
     assert code == 2 and not out.exists()
     assert "memory" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is not None, reason="ray is installed here")
+def test_ray_without_the_extra_says_how_to_install_it(tmp_path, capsys):
+    code, out = plan(tmp_path, plan_data({"tp": 4}), "--ray", "auto")
+    assert code == 1 and not out.exists()
+    assert "pip install 'astra-hetero[ray]'" in capsys.readouterr().err

@@ -116,3 +116,11 @@ def test_a_plan_that_fails_to_simulate_is_recorded_and_the_others_go_on(tmp_path
 def test_a_bad_spec_gives_a_failed_evaluation_not_an_exception():
     evaluation = simulate({"model": "no-such-model"})
     assert not evaluation.ok and "model" in evaluation.error
+
+
+def test_the_time_budget_stops_the_search():
+    problem = problem_from_data(plan_data(NARROW))
+    with Evaluator(PlanCache(None)) as evaluator:
+        planned = BranchAndBound().search(problem, evaluator, Budget.of(100, 1e-6))
+    assert planned.stopped == "time budget spent" and not planned.trials
+    assert planned.tally.total(Reason.BUDGET) > 0

@@ -12,7 +12,15 @@ import pytest
 from astra_hetero.planner.candidate import Shape
 from astra_hetero.planner.estimate import Cell
 from astra_hetero.planner.problem import problem_from_data
-from astra_hetero.planner.space import Family, class_grids, columns, materialize, option_sets, shapes
+from astra_hetero.planner.space import (
+    Family,
+    class_grids,
+    columns,
+    families,
+    materialize,
+    option_sets,
+    shapes,
+)
 from astra_hetero.planner.splits import canonical_batches, compositions, count_compositions
 from tests.conftest import node_group
 from tests.planner.specs import NARROW, plan_data
@@ -105,3 +113,13 @@ def test_options_follow_the_table_and_inert_options_take_one_value():
     assert Counter(dict(o)["distributed_optimizer"] for o in two_replicas) == {False: 1, True: 1}
     no_tp = option_sets(problem_from_data(plan_data({"sequence_parallel": [True, False]})), Shape(1, 4, 2))
     assert {dict(o)["sequence_parallel"] for o in no_tp} == {False}  # the schema's default
+
+
+def test_the_spec_mapping_is_the_only_grid_when_asked_for():
+    data = plan_data({"mapping": "spec"})
+    data["parallelism"] = {**data["parallelism"], "pp": 2, "dp": 2}
+    data["mapping"] = {"stages": ["a100", "h100"]}
+    problem = problem_from_data(data)
+    (family,) = families(problem, Shape(2, 2, 2))
+    assert list(family.grids(problem, 2)) == [(("a100", "a100"), ("h100", "h100"))]
+    assert families(problem, Shape(1, 4, 2)) == []  # another pipeline depth cannot use it
