@@ -36,12 +36,13 @@ EXAMPLES = sorted((ROOT / "examples" / "planner").glob("*.yaml"))
 
 def plan_example(path: Path, jobs: int, time_budget: float | None) -> None:
     problem = load_problem(path)
-    cpu_before = _cpu_seconds()
+    own_before, workers_before = _cpu_seconds()
     with tempfile.TemporaryDirectory() as cache:
         started = time.monotonic()
         report = find_plans(problem, jobs=jobs, time_budget_s=time_budget, cache=PlanCache(Path(cache)))
         total = time.monotonic() - started
-    cpu = _cpu_seconds() - cpu_before
+    own_after, workers_after = _cpu_seconds()
+    own, workers = own_after - own_before, workers_after - workers_before
     search, best, baseline = report.search, report.best, report.baseline_best
     print(f"\n== {path.name}: {problem.num_gpus} GPUs, {len(problem.classes)} device classes")
     print(
@@ -56,8 +57,8 @@ def plan_example(path: Path, jobs: int, time_budget: float | None) -> None:
     )
     print(
         f"   search wall time: {search.wall_time_s:.1f} s; with the baseline: {total:.1f} s (jobs={jobs}); "
-        f"CPU time of the session, workers included: {cpu:.0f} s (= {cpu / jobs:.0f} s on {jobs} idle "
-        "cores)"
+        f"CPU time: {own:.0f} s searching (one core) + {workers:.0f} s simulating (on {jobs} workers) "
+        f"= {own + workers / jobs:.0f} s on {jobs} idle cores"
     )
     if best is not None:
         print(f"   best: {best.time_us / 1e3:,.1f} ms  {best.plan.label}")
@@ -67,10 +68,10 @@ def plan_example(path: Path, jobs: int, time_budget: float | None) -> None:
         print(f"   speed-up over the baseline: {speedup:.3f}x ({(speedup - 1) * 100:.1f} % faster)")
 
 
-def _cpu_seconds() -> float:
-    """CPU time of this process and of its finished children (the simulation workers)."""
+def _cpu_seconds() -> tuple[float, float]:
+    """CPU time of this process, and of its finished children (the simulation workers)."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
 def small_cases() -> dict[str, dict]:

@@ -27,18 +27,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--jobs",
         "-j",
-        type=int,
+        type=_positive(int),
         default=DEFAULT_JOBS,
         help=f"plans simulated in parallel (local processes; default {DEFAULT_JOBS})",
     )
     parser.add_argument("--ray", metavar="ADDRESS", help="simulate plans as tasks on this Ray cluster")
     parser.add_argument(
         "--time-budget",
-        type=float,
+        type=_positive(float),
         metavar="SECONDS",
         help="stop simulating after this long (default: search.time_budget_s, else none)",
     )
-    parser.add_argument("--max-simulations", type=int, metavar="N", help="overrides search.max_simulations")
+    parser.add_argument(
+        "--max-simulations", type=_positive(int), metavar="N", help="overrides search.max_simulations"
+    )
     parser.add_argument(
         "--cache",
         type=Path,
@@ -49,6 +51,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-plots", action="store_true", help="report.md without figures")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=plan)
+
+
+def _positive(kind: type) -> Any:
+    """An argparse type: a number of `kind` above zero (else a usage error, exit 2)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+        return value
+
+    return parse
 
 
 class _Bar:
@@ -74,17 +91,14 @@ def plan(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from astra_hetero.errors import BackendUnavailable
     from astra_hetero.planner.cache import PlanCache, default_cache_dir
     from astra_hetero.planner.driver import find_plans
     from astra_hetero.planner.outputs import write_outputs
     from astra_hetero.planner.problem import load_problem
 
-    if args.jobs < 1:
-        raise BackendUnavailable(f"--jobs must be at least 1, got {args.jobs}")
     problem = load_problem(args.spec)
     if args.max_simulations is not None:
-        problem = _with_settings(problem, max_simulations=max(1, args.max_simulations))
+        problem = _with_settings(problem, max_simulations=args.max_simulations)
     cache = PlanCache(None if args.no_cache else (args.cache or default_cache_dir()))
     console = Console()
     with Progress(
