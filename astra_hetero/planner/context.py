@@ -42,13 +42,16 @@ class OptionContext:
 
     @cached_property
     def times(self) -> dict[int, ClassTimes]:
-        """Per device class; classes sharing a GPU type share its blocks."""
-        blocks = timed_blocks(self.spec, self.problem.devices)
+        """Per device class, from the blocks the generator times for one of the class's GPUs."""
         full = self.parallelism.recompute == "full"
-        return {
-            c.index: class_times(blocks[c.gpu_type], self.links[c.index], self.shape.tp, full)
-            for c in self.problem.classes
-        }
+        first_device = {}
+        for device in self.problem.devices:
+            first_device.setdefault(device.group_name, device)
+        found = {}
+        for c in self.problem.classes:
+            (blocks,) = timed_blocks(self.spec, [first_device[c.groups[0]]]).values()
+            found[c.index] = class_times(blocks, self.links[c.index], self.shape.tp, full)
+        return found
 
     @cached_property
     def num_micro_batches(self) -> int:
