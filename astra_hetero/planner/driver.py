@@ -11,6 +11,7 @@ from astra_hetero.planner.base import Budget, Progress, Quiet, SearchOutcome, Tr
 from astra_hetero.planner.baseline import HomogeneousBaseline
 from astra_hetero.planner.cache import PlanCache
 from astra_hetero.planner.candidate import Plan, Shape
+from astra_hetero.planner.dimensions import option_names
 from astra_hetero.planner.evaluate import Evaluator
 from astra_hetero.planner.feasibility import Infeasible
 from astra_hetero.planner.pool import Walk
@@ -104,7 +105,7 @@ def written_plan(problem: Problem) -> Plan | None:
         return None
     par = spec.parallelism
     shape = Shape(par.tp, par.pp, par.dp)
-    options = tuple((name, getattr(par, name)) for name in _option_fields())
+    options = tuple((name, getattr(par, name)) for name in option_names())
     written = spec.mapping.grid or spec.mapping.stages or spec.mapping.replicas
     grid = spec_grid(problem) if written else None
     return Plan(
@@ -115,12 +116,6 @@ def written_plan(problem: Problem) -> Plan | None:
         workload.partition.micro_batches_per_replica,
         spec.mapping.allow_idle_gpus,
     )
-
-
-def _option_fields() -> tuple[str, ...]:
-    from astra_hetero.planner.dimensions import option_names
-
-    return option_names()
 
 
 def _spec_plan(problem: Problem, evaluator: Evaluator, progress: Progress) -> Trial | None:

@@ -13,7 +13,7 @@ from pydantic import Field, PositiveFloat, PositiveInt, create_model, field_vali
 from astra_hetero.planner.dimensions import active_dimensions
 from astra_hetero.spec.schema import ParallelismSpec, Strict
 
-Fraction = Annotated[float, Field(ge=0)]
+NonNegative = Annotated[float, Field(ge=0)]
 
 
 class _SearchBase(Strict):
@@ -50,7 +50,7 @@ class _SearchBase(Strict):
     )
     max_simulations: PositiveInt = Field(120, description="simulations of the search, refinement included")
     time_budget_s: PositiveFloat | None = Field(None, description="stop simulating after this long")
-    estimate_margin: Fraction | None = Field(
+    estimate_margin: NonNegative | None = Field(
         0.05,
         description="skip candidates whose estimate, corrected by the most optimistic estimate/simulation "
         "ratio seen, is still this much slower than the best; null = bounds only (exact, slower)",
@@ -62,7 +62,7 @@ class _SearchBase(Strict):
     prices_per_gpu_hour: dict[str, PositiveFloat] = Field(
         default_factory=dict, description="price of one GPU-hour per GPU type (e.g. h100-sxm: 2.5)"
     )
-    max_slowdown: Fraction = Field(
+    max_slowdown: NonNegative = Field(
         0.1, description="the cheapest plan at most this much slower than the best is reported"
     )
 
