@@ -276,7 +276,7 @@ class MappingSpec(Strict):
     allow_idle_gpus: bool = Field(
         False,
         description="let tp·pp·dp use fewer GPUs than the cluster has; the GPUs no cell takes stay "
-        "idle (an empty trace each, marked idle in the manifest and the result)",
+        "idle (a trace of one zero-duration node each, marked idle in the manifest and the result)",
     )
 
     @model_validator(mode="after")
