@@ -65,17 +65,26 @@ class GroupStats:
         }
 
 
+def _stage_key(stage: int | None) -> tuple[int, int]:
+    """Stages in order, then the GPUs a plan leaves idle (stage None)."""
+    return (1, 0) if stage is None else (0, stage)
+
+
+def _stage_label(key: tuple[Any, ...]) -> str:
+    return "idle GPUs" if key[0] else f"stage {key[1]}"
+
+
 _KEYS: dict[Grouping, Callable[[RankResult], tuple[Any, ...]]] = {
-    "stage": lambda r: (r.stage,),
+    "stage": lambda r: _stage_key(r.stage),
     "gpu": lambda r: (r.gpu,),
-    "stage_gpu": lambda r: (r.stage, r.gpu),
+    "stage_gpu": lambda r: (*_stage_key(r.stage), r.gpu),
     "rank": lambda r: (r.rank,),
 }
 
 _LABELS: dict[Grouping, Callable[[tuple[Any, ...]], str]] = {
-    "stage": lambda k: f"stage {k[0]}",
+    "stage": _stage_label,
     "gpu": lambda k: str(k[0]),
-    "stage_gpu": lambda k: f"stage {k[0]} · {k[1]}",
+    "stage_gpu": lambda k: f"{_stage_label(k)} · {k[2]}",
     "rank": lambda k: f"rank {k[0]}",
 }
 
@@ -100,7 +109,7 @@ def _stats(label: str, ranks: list[RankResult]) -> GroupStats:
         label=label,
         num_ranks=len(ranks),
         gpus=tuple(sorted({r.gpu for r in ranks})),
-        stages=tuple(sorted({r.stage for r in ranks})),
+        stages=tuple(sorted({r.stage for r in ranks if r.stage is not None})),
         compute_us=Spread.of(r.compute_us for r in ranks),
         exposed_comm_us=Spread.of(r.exposed_comm_us for r in ranks),
         idle_us=Spread.of(r.idle_us for r in ranks),

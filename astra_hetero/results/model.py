@@ -17,12 +17,17 @@ RESULT_FORMAT = "astra-hetero/result@1"
 APPROXIMATION = "approximation: "
 
 
+def optional_int(value: Any) -> int | None:
+    """A manifest's stage or replica: an integer, or None for an idle GPU."""
+    return None if value is None else int(value)
+
+
 @dataclass(frozen=True)
 class RankResult:
     rank: int
     gpu: str
-    stage: int
-    replica: int
+    stage: int | None  # None for a GPU the plan leaves idle
+    replica: int | None
     finish_us: float
     compute_us: float
     exposed_comm_us: float

@@ -44,8 +44,12 @@ def write_plots(results: Sequence[tuple[str, RunResult]], out_dir: Path) -> list
     return paths
 
 
+def _stage_tag(stage: int | None) -> str:
+    return "idle" if stage is None else f"s{stage}"
+
+
 def plot_rank_breakdown(result: RunResult, path: Path, label: str = "") -> Path:
-    return _save(rank_breakdown_figure(result, label), path)
+    return save_figure(rank_breakdown_figure(result, label), path)
 
 
 def rank_breakdown_figure(result: RunResult, label: str = "") -> Figure:
@@ -55,13 +59,13 @@ def rank_breakdown_figure(result: RunResult, label: str = "") -> Figure:
     groups = group_ranks(result, "rank" if per_rank else "stage_gpu")
     gpu_of = {f"rank {r.rank}": r for r in result.ranks}
     labels = [
-        f"{g.label} · {gpu_of[g.label].gpu} · s{gpu_of[g.label].stage}"
+        f"{g.label} · {gpu_of[g.label].gpu} · {_stage_tag(gpu_of[g.label].stage)}"
         if per_rank
         else f"{g.label} (×{g.num_ranks})"
         for g in groups
     ]
     scale, unit = time_unit(result.iteration_time_us)
-    fig = _figure(width=9.0, height=1.5 + 0.22 * len(groups))
+    fig = new_figure(width=9.0, height=1.5 + 0.22 * len(groups))
     ax = fig.subplots()
     _stacked_barh(ax, labels, groups, scale)
     iteration = result.iteration_time_us / scale
@@ -82,12 +86,12 @@ def rank_breakdown_figure(result: RunResult, label: str = "") -> Figure:
         fontsize="medium",
         wrap=True,
     )
-    _legend(fig, ax)
+    legend_below(fig, ax)
     return fig
 
 
 def plot_stage_times(summaries: Sequence[RunSummary], path: Path) -> Path:
-    return _save(stage_times_figure(summaries), path)
+    return save_figure(stage_times_figure(summaries), path)
 
 
 def stage_times_figure(summaries: Sequence[RunSummary]) -> Figure:
@@ -96,7 +100,7 @@ def stage_times_figure(summaries: Sequence[RunSummary]) -> Figure:
 
     scale, unit = time_unit(max(s.result.iteration_time_us for s in summaries))
     widths = [max(len(s.stages), 2) for s in summaries]
-    fig = _figure(width=min(2.5 + 0.35 * sum(widths) + 1.0 * len(summaries), 18.0), height=4.2)
+    fig = new_figure(width=min(2.5 + 0.35 * sum(widths) + 1.0 * len(summaries), 18.0), height=4.2)
     axes = fig.subplots(1, len(summaries), sharey=True, squeeze=False, width_ratios=widths)[0]
     for ax, summary in zip(axes, summaries, strict=True):
         stages = [g.stages[0] for g in summary.stages]
@@ -116,19 +120,19 @@ def stage_times_figure(summaries: Sequence[RunSummary]) -> Figure:
         ax.set_title(f"{summary.label} ({summary.result.backend})", fontsize="medium")
         ax.set_xlabel("pipeline stage" + (" and its GPU types" if len(stages) <= 8 else ""))
     axes[0].set_ylabel(f"mean time per rank in one iteration ({unit})")
-    _legend(fig, axes[0])
+    legend_below(fig, axes[0])
     fig.suptitle("time per pipeline stage\n(mean over its ranks)", fontsize="medium")
     return fig
 
 
 def plot_iteration_times(summaries: Sequence[RunSummary], path: Path) -> Path:
-    return _save(iteration_times_figure(summaries), path)
+    return save_figure(iteration_times_figure(summaries), path)
 
 
 def iteration_times_figure(summaries: Sequence[RunSummary]) -> Figure:
     """One bar per run, annotated with the time and its ratio to the first run."""
     scale, unit = time_unit(max(s.result.iteration_time_us for s in summaries))
-    fig = _figure(width=min(3.0 + 1.4 * len(summaries), 14.0), height=4.0)
+    fig = new_figure(width=min(3.0 + 1.4 * len(summaries), 14.0), height=4.0)
     ax = fig.subplots()
     values = [s.result.iteration_time_us / scale for s in summaries]
     bars = ax.bar([s.label for s in summaries], values, color=PARTS[0][1])
@@ -155,7 +159,7 @@ def _stacked_barh(ax: Axes, labels: list[str], groups: list[GroupStats], scale: 
     ax.tick_params(axis="y", labelsize="small")
 
 
-def _legend(fig: Figure, ax: Axes) -> None:
+def legend_below(fig: Figure, ax: Axes) -> None:
     # Below the axes, so that it never hides a bar.
     handles, labels = ax.get_legend_handles_labels()
     fig.legend(
@@ -163,7 +167,7 @@ def _legend(fig: Figure, ax: Axes) -> None:
     )
 
 
-def _figure(width: float, height: float) -> Figure:
+def new_figure(width: float, height: float) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -172,7 +176,7 @@ def _figure(width: float, height: float) -> Figure:
     return fig
 
 
-def _save(fig: Figure, path: Path) -> Path:
+def save_figure(fig: Figure, path: Path) -> Path:
     path = Path(path)
     fig.savefig(path, dpi=DPI, format="png")
     return path

@@ -66,6 +66,8 @@ def summary_spans(result: RunResult) -> list[Span]:
 
 
 def track_name(rank: RankResult) -> str:
+    if rank.stage is None:
+        return f"rank {rank.rank} · {rank.gpu} · idle"
     return f"rank {rank.rank} · {rank.gpu} · stage {rank.stage} · replica {rank.replica}"
 
 

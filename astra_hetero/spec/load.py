@@ -29,7 +29,7 @@ def _field_path(loc: tuple[Any, ...]) -> str:
 def _is_union_label(part: str) -> bool:
     return (
         "[" in part
-        or part.startswith(("function-", "tagged-union"))
+        or part.startswith(("function-", "tagged-union", "constrained-"))
         or part in {"str", "int", "float", "bool"}
     )
 
@@ -60,10 +60,19 @@ def spec_error_from_validation(exc: ValidationError) -> SpecError:
 
 
 def parse_spec(data: Any, source: Path | None = None) -> Spec:
-    """Validate a spec given as plain data (e.g. built in code or read from YAML).
+    """Validate a spec given as plain data (e.g. built in code or read from YAML)."""
+    spec = validate_sections(data, source)
+    check_consistency(spec)
+    return spec
+
+
+def validate_sections(data: Any, source: Path | None = None) -> Spec:
+    """Every section on its own (the schema), without the checks that span sections: what the planner
+    starts from, since it chooses the parallel plan itself.
 
     A relative `calibration` path is resolved against the spec file's directory (`source`), else the
-    working directory, and stored absolute; run directories store their own copy (see rundir).
+    working directory, and stored absolute; run directories store their own copy (see rundir). The
+    spec's nccl-tests tables are resolved and read the same way.
     """
     if not isinstance(data, dict):
         raise SpecError("", f"the spec must be a mapping of sections, got {_kind(data)}")
@@ -73,7 +82,6 @@ def parse_spec(data: Any, source: Path | None = None) -> Spec:
         raise spec_error_from_validation(exc) from None
     except RecursionError:  # data built in code can nest without bound
         raise SpecError("", "the spec is nested too deeply") from None
-    check_consistency(spec)
     base = source.parent if source is not None else Path.cwd()
     if spec.collectives.nccl_tests:
         tables = resolve_spec_tables(spec.collectives.nccl_tests, base, spec.cluster.group_names)
@@ -149,20 +157,27 @@ def _real_path(path: Path, field: str) -> Path:
 
 def load_spec(path: str | Path) -> Spec:
     path = Path(path)
+    return parse_spec(read_spec_data(path), source=path)
+
+
+def read_spec_data(path: str | Path) -> Any:
+    """A spec file's YAML with its includes merged in, not yet validated."""
+    path = Path(path)
     data = read_yaml(path, "", "spec file")
     if isinstance(data, dict) and "include" in data:
         data = _with_includes(data, path, (_real_path(path, ""),))
-    return parse_spec(data, source=path)
+    return data
 
 
 def check_consistency(spec: Spec) -> None:
     """Checks that span sections: products, divisibility, mapping names, partition lengths and sums."""
     par, model, cluster = spec.parallelism, spec.model, spec.cluster
     world = par.tp * par.pp * par.dp
-    if world != cluster.num_gpus:
+    if world > cluster.num_gpus or (world != cluster.num_gpus and not spec.mapping.allow_idle_gpus):
         raise SpecError(
             "parallelism",
-            f"tp·pp·dp = {par.tp}·{par.pp}·{par.dp} = {world} but the cluster has {cluster.num_gpus} GPUs",
+            f"tp·pp·dp = {par.tp}·{par.pp}·{par.dp} = {world} but the cluster has {cluster.num_gpus} GPUs"
+            + ("" if world > cluster.num_gpus else " (set mapping.allow_idle_gpus to leave GPUs idle)"),
         )
     for field, value in (
         ("num_heads", model.num_heads),
@@ -186,14 +201,6 @@ def check_consistency(spec: Spec) -> None:
             "parallelism.global_batch_size",
             f"{num_micro_batches} micro-batches cannot feed dp={par.dp} replicas (each needs at least one)",
         )
-    if not par.allow_tp_across_nodes:
-        for i, group in enumerate(cluster.node_groups):
-            if group.gpus_per_node % par.tp:
-                raise SpecError(
-                    f"cluster.node_groups[{i}].gpus_per_node",
-                    f"tp={par.tp} must divide gpus_per_node={group.gpus_per_node} so that every TP group "
-                    "stays inside one node (set parallelism.allow_tp_across_nodes to permit spanning)",
-                )
     _check_pipeline(spec)
     _check_overlap(spec)
     _check_mapping(spec)
@@ -238,21 +245,103 @@ def _check_overlap(spec: Spec) -> None:
         )
 
 
+def _check_tp_within_nodes(spec: Spec) -> None:
+    """Per node group that hosts cells: TP groups of `tp` consecutive GPUs stay inside one node."""
+    par, cluster = spec.parallelism, spec.cluster
+    if par.allow_tp_across_nodes:
+        return
+    used = groups_in_use(spec)
+    for i, (group, name) in enumerate(zip(cluster.node_groups, cluster.group_names, strict=True)):
+        if name in used and group.gpus_per_node % par.tp:
+            raise SpecError(
+                f"cluster.node_groups[{i}].gpus_per_node",
+                f"tp={par.tp} must divide gpus_per_node={group.gpus_per_node} so that every TP group "
+                "stays inside one node (set parallelism.allow_tp_across_nodes to permit spanning)",
+            )
+
+
+def groups_in_use(spec: Spec) -> set[str]:
+    """Node groups that host at least one pipeline cell."""
+    mapping, par = spec.mapping, spec.parallelism
+    named = {mapping.cell_group(s, r) for s in range(par.pp) for r in range(par.dp)}
+    if None not in named:
+        return {name for name in named if name is not None}
+    # the default mapping takes the first tp·pp·dp GPUs in cluster order
+    world, first_rank, used = par.tp * par.pp * par.dp, 0, set()
+    for group, name in zip(spec.cluster.node_groups, spec.cluster.group_names, strict=True):
+        if first_rank < world:
+            used.add(name)
+        first_rank += group.num_gpus
+    return used
+
+
 def _check_mapping(spec: Spec) -> None:
+    mapping, par = spec.mapping, spec.parallelism
     names = spec.cluster.group_names
-    for field, entries, expected in (
-        ("stages", spec.mapping.stages, spec.parallelism.pp),
-        ("replicas", spec.mapping.replicas, spec.parallelism.dp),
-    ):
-        if entries is None:
-            continue
-        if len(entries) != expected:
-            raise SpecError(f"mapping.{field}", f"has {len(entries)} entries, expected {expected}")
-        for i, name in enumerate(entries):
-            if name not in names:
+    if mapping.grid is not None:
+        if len(mapping.grid) != par.pp:
+            raise SpecError("mapping.grid", f"has {len(mapping.grid)} rows (stages), expected pp={par.pp}")
+        for stage, row in enumerate(mapping.grid):
+            if len(row) != par.dp:
                 raise SpecError(
-                    f"mapping.{field}[{i}]", f"unknown node group {name!r}; known: {', '.join(names)}"
+                    f"mapping.grid[{stage}]", f"has {len(row)} entries (replicas), expected dp={par.dp}"
                 )
+    for field, entries, expected in (
+        ("stages", mapping.stages, par.pp),
+        ("replicas", mapping.replicas, par.dp),
+    ):
+        if entries is not None and len(entries) != expected:
+            raise SpecError(f"mapping.{field}", f"has {len(entries)} entries, expected {expected}")
+    for path, name in _named_cells(spec):
+        if name not in names:
+            raise SpecError(path, f"unknown node group {name!r}; known: {', '.join(names)}")
+    _check_tp_within_nodes(spec)
+    _check_group_capacity(spec)
+
+
+def _named_cells(spec: Spec) -> list[tuple[str, str]]:
+    """(field path, node group) for every name the mapping gives."""
+    mapping = spec.mapping
+    if mapping.grid is not None:
+        return [
+            (f"mapping.grid[{s}][{r}]", name)
+            for s, row in enumerate(mapping.grid)
+            for r, name in enumerate(row)
+        ]
+    for field in ("stages", "replicas"):
+        entries = getattr(mapping, field)
+        if entries is not None:
+            return [(f"mapping.{field}[{i}]", name) for i, name in enumerate(entries)]
+    return []
+
+
+def _check_group_capacity(spec: Spec) -> None:
+    """Every node group holds the cells mapped to it (tp GPUs each); without allow_idle_gpus, every GPU
+    of the cluster is in some cell."""
+    mapping, par = spec.mapping, spec.parallelism
+    if not _named_cells(spec):
+        return
+    field = next(f for f in ("grid", "stages", "replicas") if getattr(mapping, f) is not None)
+    cells: dict[str, int] = {}
+    for s in range(par.pp):
+        for r in range(par.dp):
+            name = mapping.cell_group(s, r)
+            if name is not None:
+                cells[name] = cells.get(name, 0) + 1
+    for group, name in zip(spec.cluster.node_groups, spec.cluster.group_names, strict=True):
+        need = cells.get(name, 0) * par.tp
+        if need > group.num_gpus:
+            raise SpecError(
+                f"mapping.{field}",
+                f"maps {cells[name]} cells of tp={par.tp} GPUs ({need} GPUs) to node group {name!r}, "
+                f"which has {group.num_gpus}",
+            )
+        if need < group.num_gpus and not mapping.allow_idle_gpus:
+            raise SpecError(
+                f"mapping.{field}",
+                f"uses {need} of node group {name!r}'s {group.num_gpus} GPUs; every GPU must be in a "
+                "cell unless mapping.allow_idle_gpus is set",
+            )
 
 
 def _check_partition(spec: Spec, num_micro_batches: int) -> None:

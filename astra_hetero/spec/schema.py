@@ -374,20 +374,42 @@ class ParallelismSpec(Strict):
 
 
 class MappingSpec(Strict):
-    """Which node groups serve which pipeline stages or data-parallel replicas.
+    """Which node groups serve which pipeline cells (one cell = the TP group of one stage of one replica).
 
-    Give at most one of `stages` (one node-group name per stage) and `replicas` (one per replica).
-    Without either, GPUs are taken in cluster order with TP innermost, then DP, then PP.
+    `grid` names a node group for every cell: one row per pipeline stage, one entry per replica in it.
+    `stages` (one name per stage, every replica alike) and `replicas` (one name per replica, every
+    stage alike) are shorthands for the grids whose rows or columns repeat one name. Give at most
+    one of the three. Without any, GPUs are taken in cluster order with TP innermost, then DP, then PP.
+    A cell takes the next `tp` GPUs of its node group, cells taken stage by stage, replica by replica.
     """
 
-    stages: list[str] | None = None
-    replicas: list[str] | None = None
+    grid: list[list[str]] | None = Field(
+        None, description="node group per cell: grid[stage][replica]; pp rows of dp names each"
+    )
+    stages: list[str] | None = Field(None, description="shorthand: node group per stage")
+    replicas: list[str] | None = Field(None, description="shorthand: node group per replica")
+    allow_idle_gpus: bool = Field(
+        False,
+        description="let tp·pp·dp use fewer GPUs than the cluster has; the GPUs no cell takes stay "
+        "idle (a trace of one zero-duration node each, marked idle in the manifest and the result)",
+    )
 
     @model_validator(mode="after")
     def _one(self) -> MappingSpec:
-        if self.stages is not None and self.replicas is not None:
-            raise ValueError("give either stages or replicas, not both")
+        given = [name for name in ("grid", "stages", "replicas") if getattr(self, name) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give at most one of grid, stages and replicas, not {' and '.join(given)}")
         return self
+
+    def cell_group(self, stage: int, replica: int) -> str | None:
+        """The node group named for a cell, or None under the default (cluster-order) mapping."""
+        if self.grid is not None:
+            return self.grid[stage][replica]
+        if self.stages is not None:
+            return self.stages[stage]
+        if self.replicas is not None:
+            return self.replicas[replica]
+        return None
 
 
 Split = Literal["uniform", "auto"] | list[BatchSize]

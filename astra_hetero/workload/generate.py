@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from astra_hetero import rundir
-from astra_hetero.chakra_io import write_trace
+from astra_hetero.chakra_io import metadata_record, write_trace
 from astra_hetero.comm.measured import copy_tables, table_records
 from astra_hetero.errors import InfeasiblePlan
 from astra_hetero.spec.catalog import gpu_catalog
+from astra_hetero.spec.devices import Device
 from astra_hetero.spec.schema import Spec
 from astra_hetero.workload.blocks import DeviceBlocks, device_blocks
 from astra_hetero.workload.calibration import load_calibration
@@ -23,10 +24,10 @@ from astra_hetero.workload.costs import (
     shape_of,
     stage_parameters,
 )
-from astra_hetero.workload.encode import ClassEncoder, RankBinding
-from astra_hetero.workload.graph import RankContext, RankGraph, build_rank_graph
+from astra_hetero.workload.encode import ClassEncoder, RankBinding, encode_compute
+from astra_hetero.workload.graph import COMP, RankContext, RankGraph, TraceNode, build_rank_graph
 from astra_hetero.workload.invariants import ClassSummary, check_bound, summarize
-from astra_hetero.workload.layout import Layout, build_layout
+from astra_hetero.workload.layout import Layout, Placement, build_layout
 from astra_hetero.workload.memory import check_memory, max_layers_that_fit
 from astra_hetero.workload.partition import Partition, build_partition, micro_batch_group
 from astra_hetero.workload.schedule import stage_steps
@@ -53,24 +54,16 @@ class WorkloadPlan:
     layout: Layout
     partition: Partition
     groups: list[CommGroup]
-    contexts: list[RankContext]  # per rank; equal contexts share one class graph
-    bindings: list[RankBinding]
+    contexts: list[RankContext]  # per active rank; equal contexts share one class graph
+    bindings: list[RankBinding]  # per active rank, in rank order (idle GPUs have neither)
 
 
 def plan_workload(spec: Spec) -> WorkloadPlan:
     layout = build_layout(spec)
-    x = shape_of(spec.model, spec.parallelism, spec.compute.attention)
-    calibration = load_calibration(spec.calibration) if spec.calibration else None
-    if calibration is not None:
-        calibration.check_gpus([*gpu_catalog(), *(g.gpu.type_key for g in spec.cluster.node_groups)])
-    # One cost model per GPU label; the spec guarantees that a label names one set of numbers.
-    costs: dict[str, DeviceCostModel] = {}
-    for device in layout.devices:
-        costs.setdefault(device.gpu_type, DeviceCostModel(device.spec.gpu, calibration))
     total_mb = spec.parallelism.global_batch_size // spec.parallelism.micro_batch_size
     # a replica's share can be no larger (the others get at least one group each)
     most_mb = total_mb - (spec.parallelism.dp - 1) * micro_batch_group(spec.parallelism)
-    blocks = {key: device_blocks(cost, x, spec.parallelism.recompute) for key, cost in costs.items()}
+    blocks = timed_blocks(spec, layout.devices)
     partition = build_partition(
         spec,
         layout,
@@ -79,9 +72,24 @@ def plan_workload(spec: Spec) -> WorkloadPlan:
     )
     check_memory(spec, layout, partition)
     groups = _comm_groups(spec, layout)
-    contexts = [_context(spec, layout, partition, groups, blocks, rank) for rank in range(layout.num_ranks)]
-    bindings = [_binding(spec, layout, groups, rank) for rank in range(layout.num_ranks)]
+    active = layout.active_ranks
+    contexts = [_context(spec, layout, partition, groups, blocks, rank) for rank in active]
+    bindings = [_binding(spec, layout, groups, rank) for rank in active]
     return WorkloadPlan(spec, layout, partition, groups, contexts, bindings)
+
+
+def timed_blocks(spec: Spec, devices: Iterable[Device]) -> dict[str, DeviceBlocks]:
+    """Every block a rank may run, timed once per GPU type among `devices` (the planner's estimates
+    use the same blocks as the traces)."""
+    x = shape_of(spec.model, spec.parallelism, spec.compute.attention)
+    calibration = load_calibration(spec.calibration) if spec.calibration else None
+    if calibration is not None:
+        calibration.check_gpus([*gpu_catalog(), *(g.gpu.type_key for g in spec.cluster.node_groups)])
+    # One cost model per GPU label; the spec guarantees that a label names one set of numbers.
+    costs: dict[str, DeviceCostModel] = {}
+    for device in devices:
+        costs.setdefault(device.gpu_type, DeviceCostModel(device.spec.gpu, calibration))
+    return {key: device_blocks(cost, x, spec.parallelism.recompute) for key, cost in costs.items()}
 
 
 def _comm_groups(spec: Spec, layout: Layout) -> list[CommGroup]:
@@ -116,7 +124,7 @@ def _comm_groups(spec: Spec, layout: Layout) -> list[CommGroup]:
 
 
 def _binding(spec: Spec, layout: Layout, groups: list[CommGroup], rank: int) -> RankBinding:
-    place = layout.placements[rank]
+    place = layout.placement(rank)
     pp = spec.parallelism.pp
     # with virtual stages the pipeline is a ring: the last stage feeds stage 0's next chunk
     ring = spec.parallelism.virtual_stages > 1
@@ -137,7 +145,7 @@ def _context(
     rank: int,
 ) -> RankContext:
     par, model = spec.parallelism, spec.model
-    place = layout.placements[rank]
+    place = layout.placement(rank)
     stage, replica = place.stage, place.replica
     counts = parameter_counts(model)
     grad_width = 4 if par.grad_reduce_in_fp32 else BYTES_BF16
@@ -181,11 +189,17 @@ def class_graph(plan: WorkloadPlan, ctx: RankContext) -> RankGraph:
 
 
 def encoded_traces(plan: WorkloadPlan, progress: Progress | None = None) -> Iterator[tuple[int, bytes]]:
-    """(rank, trace bytes) for every rank, after checking the whole workload's invariants."""
+    """(rank, trace bytes) for every rank, after checking the whole workload's invariants.
+
+    An idle GPU gets a trace of one compute node of zero duration: ASTRA-sim needs a file per NPU of
+    the topology, and its trace feeder aborts on a graph without nodes ("No dependancy free nodes
+    found"). Such a rank finishes at time 0 in ASTRA-sim and in the embedded engine.
+    """
     classes: dict[RankContext, tuple[ClassEncoder, ClassSummary]] = {}
-    for rank, ctx in enumerate(plan.contexts):
+    for binding, ctx in zip(plan.bindings, plan.contexts, strict=True):
         if ctx not in classes:
             graph = class_graph(plan, ctx)
+            rank = binding.rank
             check_magnitudes(graph, plan.layout.devices[rank].group_index, rank)
             classes[ctx] = (ClassEncoder(graph), summarize(graph))
     check_bound(
@@ -194,6 +208,11 @@ def encoded_traces(plan: WorkloadPlan, progress: Progress | None = None) -> Iter
     )
     for binding, ctx in zip(plan.bindings, plan.contexts, strict=True):
         yield binding.rank, classes[ctx][0].encode(binding)
+        if progress:
+            progress(1)
+    idle = metadata_record() + encode_compute(TraceNode(0, "idle", COMP, [], []), 0)
+    for rank in plan.layout.idle_ranks:
+        yield rank, idle
         if progress:
             progress(1)
 
@@ -226,31 +245,10 @@ def check_magnitudes(graph: RankGraph, group_index: int, rank: int) -> None:
 
 def manifest(plan: WorkloadPlan) -> dict[str, Any]:
     spec, layout, partition = plan.spec, plan.layout, plan.partition
-    ranks = []
-    for device, place in zip(layout.devices, layout.placements, strict=True):
-        first, end = partition.layer_range(place.stage)
-        ranks.append(
-            {
-                "rank": device.rank,
-                "node": device.node,
-                "node_group": device.group_name,
-                "gpu": device.gpu_type,
-                "local_gpu": device.local_gpu,
-                "stage": place.stage,
-                "replica": place.replica,
-                "tp_index": place.tp_index,
-                "layers": [first, end],
-                # model chunks (virtual pipeline stages) of this rank: [first layer, one past the last]
-                "chunks": [
-                    {"chunk": c, "virtual_stage": c * spec.parallelism.pp + place.stage, "layers": list(r)}
-                    for c, r in enumerate(partition.chunk_ranges(place.stage))
-                ],
-                "num_micro_batches": partition.micro_batches_per_replica[place.replica],
-                # peak device-memory bandwidth, as ASTRA-sim's local-mem-bw: collectives reduce through it
-                "hbm_gbytes_per_s": device.spec.gpu.hbm_tbps * device.spec.gpu.compute_multiplier * 1000,
-                "architecture": device.spec.gpu.architecture,  # NCCL tunes a communicator by it
-            }
-        )
+    ranks = [
+        _rank_entry(spec, device, place, partition)
+        for device, place in zip(layout.devices, layout.placements, strict=True)
+    ]
     groups = {
         g.id: {
             "kind": g.kind,
@@ -279,10 +277,46 @@ def manifest(plan: WorkloadPlan) -> dict[str, Any]:
         "virtual_stages": partition.num_chunks,
         "layers_per_virtual_stage": list(partition.layers_per_virtual_stage),
         "micro_batches_per_replica": list(partition.micro_batches_per_replica),
+        "idle_ranks": list(layout.idle_ranks),
         "workload_prefix": rundir.WORKLOAD_PREFIX,
         "comm_groups": groups,
         "ranks": ranks,
     }
+
+
+def _rank_entry(spec: Spec, device: Device, place: Placement | None, partition: Partition) -> dict[str, Any]:
+    """A rank's manifest entry; an idle GPU has `idle: true` and null stage, replica and TP index."""
+    entry: dict[str, Any] = {
+        "rank": device.rank,
+        "node": device.node,
+        "node_group": device.group_name,
+        "gpu": device.gpu_type,
+        "local_gpu": device.local_gpu,
+        "stage": None,
+        "replica": None,
+        "tp_index": None,
+        "layers": [0, 0],
+        "num_micro_batches": 0,
+        # peak device-memory bandwidth, as ASTRA-sim's local-mem-bw: collectives reduce through it
+        "hbm_gbytes_per_s": device.spec.gpu.hbm_tbps * device.spec.gpu.compute_multiplier * 1000,
+        "architecture": device.spec.gpu.architecture,  # NCCL tunes a communicator by it
+        "chunks": [],
+        "idle": place is None,
+    }
+    if place is not None:
+        entry.update(
+            stage=place.stage,
+            replica=place.replica,
+            tp_index=place.tp_index,
+            layers=list(partition.layer_range(place.stage)),
+            # model chunks (virtual pipeline stages) of this rank: [first layer, one past the last]
+            chunks=[
+                {"chunk": c, "virtual_stage": c * spec.parallelism.pp + place.stage, "layers": list(r)}
+                for c, r in enumerate(partition.chunk_ranges(place.stage))
+            ],
+            num_micro_batches=partition.micro_batches_per_replica[place.replica],
+        )
+    return entry
 
 
 def write_workload(spec: Spec, staging: Path, progress: Progress | None = None) -> WorkloadPlan:

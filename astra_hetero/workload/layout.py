@@ -1,18 +1,23 @@
-"""Device-to-parallelism mapping: which GPU plays which (stage, replica, TP index).
+"""Device-to-parallelism mapping: which GPU plays which (stage, replica, TP index), and which GPUs idle.
 
 A pipeline *cell* is the TP group that serves one stage of one replica. Cells are filled in
-stage-major order (stage 0 of every replica, then stage 1, ...), each taking `tp` consecutive GPUs
-from a pool: the whole cluster in order by default (Megatron's TP-innermost, then DP, then PP), or the
-node group that `mapping.stages` / `mapping.replicas` names for that cell.
+stage-major order (stage 0 of every replica, then stage 1, ...), each taking the next `tp` GPUs of a
+pool: the whole cluster in order by default (Megatron's TP-innermost, then DP, then PP), or the node
+group that the mapping's grid (or its `stages` / `replicas` shorthand) names for that cell. GPUs that
+no cell takes are idle (allowed only with `mapping.allow_idle_gpus`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from astra_hetero.errors import SpecError
 from astra_hetero.spec.devices import Device, enumerate_devices
 from astra_hetero.spec.schema import Spec
+
+# grid[stage][replica] -> node group name, or None for "next GPUs of the whole cluster"
+CellGroups = Sequence[Sequence[str | None]]
 
 
 @dataclass(frozen=True)
@@ -29,7 +34,7 @@ class Layout:
     pp: int
     dp: int
     devices: tuple[Device, ...]
-    placements: tuple[Placement, ...]  # indexed by rank
+    placements: tuple[Placement | None, ...]  # indexed by rank; None for an idle GPU
     cells: tuple[tuple[tuple[int, ...], ...], ...]  # cells[stage][replica] -> ranks by TP index
 
     def rank_of(self, stage: int, replica: int, tp_index: int) -> int:
@@ -38,63 +43,89 @@ class Layout:
     def cell_devices(self, stage: int, replica: int) -> list[Device]:
         return [self.devices[r] for r in self.cells[stage][replica]]
 
+    def placement(self, rank: int) -> Placement:
+        """The placement of a rank that serves a cell (KeyError-like ValueError for an idle one)."""
+        place = self.placements[rank]
+        if place is None:
+            raise ValueError(f"rank {rank} is idle")
+        return place
+
     @property
     def num_ranks(self) -> int:
         return len(self.devices)
 
+    @property
+    def active_ranks(self) -> tuple[int, ...]:
+        return tuple(rank for rank, place in enumerate(self.placements) if place is not None)
+
+    @property
+    def idle_ranks(self) -> tuple[int, ...]:
+        return tuple(rank for rank, place in enumerate(self.placements) if place is None)
+
+
+def cell_groups(spec: Spec) -> list[list[str | None]]:
+    """The node group of every cell as the spec's mapping names it (None everywhere by default)."""
+    par = spec.parallelism
+    return [[spec.mapping.cell_group(s, r) for r in range(par.dp)] for s in range(par.pp)]
+
 
 def build_layout(spec: Spec) -> Layout:
     par = spec.parallelism
-    devices = enumerate_devices(spec.cluster)
-    names = spec.cluster.group_names
+    return place_cells(
+        enumerate_devices(spec.cluster),
+        cell_groups(spec),
+        par.tp,
+        allow_across_nodes=par.allow_tp_across_nodes,
+        allow_idle=spec.mapping.allow_idle_gpus,
+    )
+
+
+def place_cells(
+    devices: Sequence[Device],
+    groups: CellGroups,
+    tp: int,
+    *,
+    allow_across_nodes: bool = False,
+    allow_idle: bool = False,
+) -> Layout:
+    """Give every cell `tp` GPUs from its pool, stage by stage and replica by replica.
+
+    Pure: the planner calls it for candidate grids without building a spec.
+    """
     pools: dict[str | None, list[Device]] = {None: list(devices)}
-    for name in names:
-        pools[name] = [d for d in devices if d.group_name == name]
+    for device in devices:
+        pools.setdefault(device.group_name, []).append(device)
     cursor = dict.fromkeys(pools, 0)
-
-    def pool_for(stage: int, replica: int) -> tuple[str | None, str]:
-        if spec.mapping.stages is not None:
-            return spec.mapping.stages[stage], f"mapping.stages[{stage}]"
-        if spec.mapping.replicas is not None:
-            return spec.mapping.replicas[replica], f"mapping.replicas[{replica}]"
-        return None, "parallelism"
-
     placements: list[Placement | None] = [None] * len(devices)
-    cells: list[list[tuple[int, ...]]] = []
-    for stage in range(par.pp):
-        row = []
-        for replica in range(par.dp):
-            key, field = pool_for(stage, replica)
-            pool, start = pools[key], cursor[key]
-            if start + par.tp > len(pool):
-                cells = sum(pool_for(s, r)[0] == key for s in range(par.pp) for r in range(par.dp))
+    cells: list[tuple[tuple[int, ...], ...]] = []
+    for stage, row in enumerate(groups):
+        ranks = []
+        for replica, key in enumerate(row):
+            pool, start = pools.get(key, []), cursor.get(key, 0)
+            if start + tp > len(pool):
+                field = "parallelism" if key is None else "mapping"
+                mapped = sum(k == key for r in groups for k in r)
                 raise SpecError(
                     field,
-                    f"node group {key!r} has {len(pool)} GPUs, too few for the {cells} cells "
-                    f"mapped to it ({par.tp} GPUs each, {cells * par.tp} in all)",
+                    f"{'the cluster' if key is None else f'node group {key!r}'} has {len(pool)} GPUs, too "
+                    f"few for the {mapped} cells mapped to it ({tp} GPUs each, {mapped * tp} in all)",
                 )
-            cell = pool[start : start + par.tp]
-            cursor[key] = start + par.tp
-            _check_cell(cell, stage, replica, par.allow_tp_across_nodes)
+            cell = pool[start : start + tp]
+            cursor[key] = start + tp
+            _check_cell(cell, stage, replica, allow_across_nodes)
             for tp_index, device in enumerate(cell):
                 placements[device.rank] = Placement(device.rank, stage, replica, tp_index)
-            row.append(tuple(d.rank for d in cell))
-        cells.append(row)
-    if any(p is None for p in placements):
+            ranks.append(tuple(d.rank for d in cell))
+        cells.append(tuple(ranks))
+    if not allow_idle and any(p is None for p in placements):
         idle = sorted({d.group_name for d, p in zip(devices, placements, strict=True) if p is None})
         raise SpecError(
             "mapping",
-            f"GPUs of node group(s) {', '.join(idle)} are not mapped to any "
-            "stage or replica; tp·pp·dp must use every GPU",
+            f"GPUs of node group(s) {', '.join(idle)} are not mapped to any stage or replica; tp·pp·dp "
+            "must use every GPU unless mapping.allow_idle_gpus is set",
         )
-    return Layout(
-        par.tp,
-        par.pp,
-        par.dp,
-        tuple(devices),
-        tuple(placements),  # type: ignore[arg-type]
-        tuple(tuple(r) for r in cells),
-    )
+    pp, dp = len(groups), len(groups[0]) if groups else 0
+    return Layout(tp, pp, dp, tuple(devices), tuple(placements), tuple(cells))
 
 
 def _check_cell(cell: list[Device], stage: int, replica: int, allow_across_nodes: bool) -> None:

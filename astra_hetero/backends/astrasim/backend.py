@@ -17,7 +17,7 @@ from astra_hetero.backends.astrasim.locate import locate_binary
 from astra_hetero.backends.astrasim.parse import ParsedRun, parse_output
 from astra_hetero.backends.astrasim.process import ProcessOutcome, run_native
 from astra_hetero.errors import BackendUnavailable, RunDirError
-from astra_hetero.results.model import APPROXIMATION, RankResult, RunOutput, RunResult
+from astra_hetero.results.model import APPROXIMATION, RankResult, RunOutput, RunResult, optional_int
 
 CYCLES_NOTE = "ASTRA-sim cycles are nanoseconds; times here are microseconds (cycles / 1000)"
 # ASTRA-sim reports finish = GPU time + exposed communication for every rank (checked on real output), so
@@ -136,8 +136,8 @@ def to_result(
             RankResult(
                 rank=cycles.rank,
                 gpu=str(label["gpu"]),
-                stage=int(label["stage"]),
-                replica=int(label["replica"]),
+                stage=optional_int(label["stage"]),
+                replica=optional_int(label["replica"]),
                 finish_us=cycles.finish / 1000,
                 compute_us=cycles.gpu / 1000,
                 exposed_comm_us=cycles.exposed_comm / 1000,

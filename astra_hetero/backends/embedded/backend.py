@@ -10,7 +10,7 @@ from typing import Any
 from astra_hetero.backends.embedded.engine import Engine, EngineOutcome
 from astra_hetero.backends.embedded.rundir_reader import SimInput, read_run_dir
 from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_COMP, KIND_SEND
-from astra_hetero.results.model import CollectiveStat, RankResult, RunOutput, RunResult, Span
+from astra_hetero.results.model import CollectiveStat, RankResult, RunOutput, RunResult, Span, optional_int
 
 _SPAN_KINDS = {KIND_COMP: "compute", KIND_COLL: "comm", KIND_SEND: "send"}
 
@@ -87,8 +87,8 @@ def _rank_result(sim: SimInput, rank: int, outcome: EngineOutcome, iteration_ns:
     return RankResult(
         rank=rank,
         gpu=str(label.get("gpu", "npu")),
-        stage=int(label.get("stage", 0)),
-        replica=int(label.get("replica", 0)),
+        stage=optional_int(label.get("stage", 0)),
+        replica=optional_int(label.get("replica", 0)),
         finish_us=outcome.finish_ns[rank] / 1000,
         compute_us=compute / 1000,
         exposed_comm_us=exposed / 1000,

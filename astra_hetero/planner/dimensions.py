@@ -1,0 +1,101 @@
+"""The plan options the search varies besides the shape (tp, pp, dp), the grid and the splits.
+
+Each row names a `parallelism` field and the values tried when the `search:` section says nothing
+about it. The table is the whole contract: a row adds the `search:` key (scalar = fixed, list =
+allowed values), the column in plans.csv and the loop in the space. A row whose field the schema
+lacks is skipped, so rows may name fields before they exist (e.g. `virtual_stages` of the
+interleaved schedule). Schedules come from the schedule registry, so a new schedule is searched as
+soon as it is registered; combinations the spec checks reject (e.g. an interleaved schedule with one
+virtual stage) are counted as infeasible, never simulated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from astra_hetero.spec.schema import ParallelismSpec, Spec
+
+if TYPE_CHECKING:
+    from astra_hetero.planner.candidate import Shape
+from astra_hetero.workload.schedule import SCHEDULES
+
+
+@dataclass(frozen=True)
+class Dimension:
+    field: str  # a ParallelismSpec field
+    values: Callable[[Spec], tuple[Any, ...]]  # tried by default, given the spec as written
+    short: str  # in plan labels: "mbs=2", or the bare value when empty ("1f1b")
+    # True where the option cannot change the workload (e.g. the distributed optimizer with one
+    # replica) or is not allowed (sequence parallelism without TP): only the schema's default is
+    # tried there. tests/planner checks each claim of the first kind against the generated traces.
+    inert: Callable[[Shape], bool] = lambda shape: False
+    # Values from least to most work when all else is equal (each later one only adds compute and
+    # saves memory): a plan is dominated by the same plan with an earlier value that fits in memory.
+    by_work: tuple[Any, ...] = ()
+
+
+def _as_written(field: str) -> Callable[[Spec], tuple[Any, ...]]:
+    """Not searched unless the `search:` section lists values: the spec's own (or default) value."""
+    return lambda spec: (getattr(spec.parallelism, field),)
+
+
+def _micro_batch_sizes(spec: Spec) -> tuple[int, ...]:
+    """Powers of two up to 8 that divide the global batch (larger ones rarely pay and cost memory)."""
+    return tuple(b for b in (1, 2, 4, 8) if spec.parallelism.global_batch_size % b == 0)
+
+
+DIMENSIONS: tuple[Dimension, ...] = (
+    Dimension("micro_batch_size", _micro_batch_sizes, "mbs"),
+    Dimension("schedule", lambda spec: tuple(SCHEDULES), ""),
+    Dimension("virtual_stages", lambda spec: (1, 2), "v"),
+    Dimension("sequence_parallel", lambda spec: (False, True), "sp", lambda shape: shape.tp == 1),
+    Dimension(
+        "recompute",
+        lambda spec: ("none", "selective", "full"),
+        "recompute",
+        by_work=("none", "selective", "full"),
+    ),
+    Dimension("distributed_optimizer", lambda spec: (False, True), "dist-opt", lambda shape: shape.dp == 1),
+    Dimension(
+        "overlap_grad_reduce", _as_written("overlap_grad_reduce"), "overlap-grad", lambda shape: shape.dp == 1
+    ),
+    Dimension(
+        "overlap_param_gather",
+        _as_written("overlap_param_gather"),
+        "overlap-param",
+        lambda shape: shape.dp == 1,
+    ),
+)
+
+
+def active_dimensions() -> tuple[Dimension, ...]:
+    """The rows whose field the schema has."""
+    return tuple(d for d in DIMENSIONS if d.field in ParallelismSpec.model_fields)
+
+
+def option_names() -> tuple[str, ...]:
+    return tuple(d.field for d in active_dimensions())
+
+
+def work_rank(options: tuple[tuple[str, Any], ...]) -> tuple[tuple[tuple[str, Any], ...], int]:
+    """(the options without the work-ordered ones, how much extra work those add): two plans that
+    differ only in the second part are ordered by it."""
+    ordered = {d.field: d.by_work for d in DIMENSIONS if d.by_work}
+    rest = tuple((k, v) for k, v in options if k not in ordered)
+    work = sum(ordered[k].index(v) for k, v in options if k in ordered and v in ordered[k])
+    return rest, work
+
+
+def describe_options(options: tuple[tuple[str, Any], ...]) -> str:
+    """`mbs=1 1f1b sp recompute=selective`: booleans by their name when on, left out when off."""
+    short = {d.field: d.short for d in DIMENSIONS}
+    words = []
+    for name, value in options:
+        tag = short.get(name, name)
+        if isinstance(value, bool):
+            words += [tag] if value else []
+        else:
+            words.append(f"{tag}={value}" if tag else str(value))
+    return " ".join(words)
