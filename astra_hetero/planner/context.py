@@ -1,5 +1,6 @@
 """What every candidate with the same shape and options shares, computed once: the validated
-parallelism section, the per-GPU-type times, parameters per stage, and memory needs per cell.
+parallelism section, the per-GPU-type times, parameters per stage, chunk splits, and memory needs per
+cell. The communication model (`planner.comm`) is built once per problem and shared by all of them.
 """
 
 from __future__ import annotations
@@ -9,14 +10,16 @@ from functools import cached_property
 from typing import Any
 
 from astra_hetero.planner.candidate import Shape, parallelism_for
-from astra_hetero.planner.costs import ClassTimes, Links, class_times
+from astra_hetero.planner.comm import CommModel, Op, trace_size
+from astra_hetero.planner.costs import ClassTimes, class_times
 from astra_hetero.planner.problem import Problem
 from astra_hetero.spec.schema import ParallelismSpec, Spec
 from astra_hetero.units import BYTES_PER_GIB
-from astra_hetero.workload.costs import BYTES_BF16, stage_parameters
+from astra_hetero.workload.blocks import DeviceBlocks
+from astra_hetero.workload.costs import BYTES_BF16, Collective, parameter_counts, stage_parameters
 from astra_hetero.workload.generate import timed_blocks
 from astra_hetero.workload.memory import estimate as memory_estimate
-from astra_hetero.workload.partition import micro_batch_group
+from astra_hetero.workload.partition import PassCosts, micro_batch_group, pass_costs, split_into_chunks
 
 Options = tuple[tuple[str, Any], ...]
 
@@ -27,7 +30,8 @@ class OptionContext:
     shape: Shape
     options: Options
     parallelism: ParallelismSpec
-    _memory: dict[tuple[int, int, int], float] = field(default_factory=dict)
+    comm: CommModel
+    _memory: dict[tuple[object, ...], float] = field(default_factory=dict)
     _params: dict[tuple[int, int], float] = field(default_factory=dict)
     memo: dict[tuple[object, ...], object] = field(default_factory=dict)  # for callers' derived values
 
@@ -37,22 +41,56 @@ class OptionContext:
         return self.problem.base.model_copy(update={"parallelism": self.parallelism})
 
     @cached_property
-    def links(self) -> dict[int, Links]:
-        latency = self.problem.base.network.link_latency_ns
-        return {c.index: Links.of(c.spec, latency) for c in self.problem.classes}
+    def blocks(self) -> dict[int, DeviceBlocks]:
+        """Per device class, the blocks the generator times for one of the class's GPUs."""
+        found = {}
+        for c in self.problem.classes:
+            (blocks,) = timed_blocks(self.spec, [self._first_cell(c.index)[0]]).values()
+            found[c.index] = blocks
+        return found
 
     @cached_property
     def times(self) -> dict[int, ClassTimes]:
-        """Per device class, from the blocks the generator times for one of the class's GPUs."""
+        """Per device class; TP collectives timed on the class's first cell (its nodes are alike)."""
         full = self.parallelism.recompute == "full"
-        first_device = {}
-        for device in self.problem.devices:
-            first_device.setdefault(device.group_name, device)
         found = {}
-        for c in self.problem.classes:
-            (blocks,) = timed_blocks(self.spec, [first_device[c.groups[0]]]).values()
-            found[c.index] = class_times(blocks, self.links[c.index], self.shape.tp, full)
+        for k, blocks in self.blocks.items():
+            ranks = tuple(d.rank for d in self._first_cell(k))
+
+            def tp_ns(c: Collective, ranks: tuple[int, ...] = ranks) -> float:
+                return self.comm.alone_ns(Op(ranks, c.kind, trace_size(c.kind, c.bytes, len(ranks))))
+
+            found[k] = class_times(blocks, tp_ns, full)
         return found
+
+    def _first_cell(self, device_class: int) -> list:
+        """The first `tp` GPUs of the class's first node group, as the layout would take them."""
+        name = self.problem.classes[device_class].groups[0]
+        return [d for d in self.problem.devices if d.group_name == name][: self.shape.tp]
+
+    @cached_property
+    def pass_costs(self) -> dict[int, PassCosts]:
+        full = self.parallelism.recompute == "full"
+        return {k: pass_costs(blocks, full) for k, blocks in self.blocks.items()}
+
+    def chunk_layers(self, stage: int, num_layers: int, classes: frozenset[int]) -> tuple[int, ...]:
+        """The stage's layers per model chunk as the generator splits them: equal time on the slowest
+        GPU type serving the stage (`partition.split_into_chunks`)."""
+        v = self.virtual_stages
+        if v == 1:
+            return (num_layers,)
+        key = ("chunks", stage, num_layers, classes)
+        found = self.memo.get(key)
+        if found is None:
+            last = stage == self.shape.pp - 1
+
+            def pace(k: int) -> float:
+                c = self.pass_costs[k]
+                return c.per_layer + (c.embedding if stage == 0 else 0.0) + (c.head if last else 0.0)
+
+            slowest = self.pass_costs[max(sorted(classes), key=pace)]
+            found = self.memo[key] = tuple(split_into_chunks(num_layers, stage, self.parallelism, slowest))
+        return found  # type: ignore[return-value]
 
     @cached_property
     def num_micro_batches(self) -> int:
@@ -63,10 +101,33 @@ class OptionContext:
         return int(getattr(self.parallelism, "virtual_stages", 1) or 1)
 
     @cached_property
-    def activation_bytes(self) -> float:
+    def activation_bytes(self) -> int:
         """What one TP rank sends to the next stage per micro-batch (as the generator emits it)."""
         model, par = self.problem.base.model, self.parallelism
-        return BYTES_BF16 * par.micro_batch_size * model.seq_len * model.hidden_size / par.tp
+        return int(BYTES_BF16 * par.micro_batch_size * model.seq_len * model.hidden_size / par.tp)
+
+    @cached_property
+    def grad_width(self) -> int:
+        return 4 if self.parallelism.grad_reduce_in_fp32 else BYTES_BF16
+
+    def unit_grad_bytes(self, stage: int) -> tuple[float, float, float]:
+        """(a layer's, the head's, the embedding's) gradient bytes on one TP rank of `stage`, as the
+        generator's rank context has them (the head's and embedding's are 0 off the last/first stage)."""
+        model, par = self.problem.base.model, self.parallelism
+        counts = parameter_counts(model)
+        extra = stage_parameters(model, par, stage, 0)[1]
+        embedding = counts.embedding / par.tp if stage == 0 else 0.0
+        return (
+            counts.per_layer / par.tp * self.grad_width,
+            (extra - embedding) * self.grad_width,
+            embedding * self.grad_width,
+        )
+
+    @cached_property
+    def embedding_grad_bytes(self) -> int:
+        """The tied-embedding all-reduce between the first and last stage."""
+        counts = parameter_counts(self.problem.base.model)
+        return int(counts.embedding / self.parallelism.tp * self.grad_width)
 
     def params_on_rank(self, stage: int, num_layers: int) -> float:
         key = (stage, num_layers)
@@ -76,21 +137,20 @@ class OptionContext:
             self._params[key] = params
         return params
 
-    def grad_bytes(self, stage: int, num_layers: int) -> float:
-        width = 4 if self.parallelism.grad_reduce_in_fp32 else BYTES_BF16
-        return self.params_on_rank(stage, num_layers) * width
-
-    def memory_need_gib(self, stage: int, num_layers: int, num_micro_batches: int) -> float:
-        """The generator's own estimate (workload.memory), cached. A replica's micro-batches come in
-        whole groups (interleaving: groups of pp), so a count is rounded up to the next group: memory
-        only grows with micro-batches, so bounds taken at a smaller count stay bounds."""
+    def memory_need_gib(
+        self, stage: int, num_layers: int, num_micro_batches: int, chunks: tuple[int, ...] | None = None
+    ) -> float:
+        """The generator's own estimate (workload.memory), cached; `chunks`: the stage's layers per
+        model chunk (default: as even as they go). A replica's micro-batches come in whole groups
+        (interleaving: groups of pp), so a count is rounded up to the next group: memory only grows
+        with micro-batches, so bounds taken at a smaller count stay bounds."""
         unit = micro_batch_group(self.parallelism)
         num_micro_batches = -(-num_micro_batches // unit) * unit
-        key = (stage, num_layers, num_micro_batches)
+        key = (stage, num_layers, num_micro_batches, chunks)
         need = self._memory.get(key)
         if need is None:
-            need = memory_estimate(self.spec, stage, num_layers, num_micro_batches).total / BYTES_PER_GIB
-            self._memory[key] = need
+            estimate = memory_estimate(self.spec, stage, num_layers, num_micro_batches, chunks)
+            need = self._memory[key] = estimate.total / BYTES_PER_GIB
         return need
 
     def max_layers(self, stage: int, num_micro_batches: int, capacity_gib: float) -> int:
@@ -117,10 +177,14 @@ class Contexts:
         self.problem = problem
         self._cache: dict[tuple[Shape, Options], OptionContext] = {}
 
+    @cached_property
+    def comm(self) -> CommModel:
+        return CommModel(self.problem.base, self.problem.devices)
+
     def get(self, shape: Shape, options: Options) -> OptionContext:
         key = (shape, options)
         context = self._cache.get(key)
         if context is None:
             parallelism = parallelism_for(self.problem.base, shape, options)
-            context = self._cache[key] = OptionContext(self.problem, shape, options, parallelism)
+            context = self._cache[key] = OptionContext(self.problem, shape, options, parallelism, self.comm)
         return context

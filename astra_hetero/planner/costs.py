@@ -1,126 +1,107 @@
 """Per-GPU-type times the estimate and the bounds are made of, from the generator's own timed blocks.
 
 Compute comes from exactly the blocks the traces are written from (`generate.timed_blocks`), so a
-change to the cost model changes the planner's ranking with it. Communication uses closed forms of
-the embedded engine's model: ring phases over a link of the group's fabric (TP, inside a node) or of
-its per-GPU share of NIC bandwidth (across nodes), latency per step, and reductions streamed through
-device memory (3 bytes moved per byte reduced).
+change to the cost model changes the planner's ranking with it. A block's TP collectives sit on the
+rank's compute chain; each counts at its time alone on the cell's links under the spec's communication
+model (`planner.comm`), which is what the engine charges it when nothing else crosses those links (TP
+traffic stays inside a node) and never more than it charges.
+
+A pass that ends in TP collectives (a forward through a layer ends with its all-reduce, the loss with
+its per-token ones) holds the rank only until its last compute: in the traces the rank's next pass
+waits for that compute, while the send to the next stage waits for the collectives too. A pass's
+`tail` is that trailing communication.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from astra_hetero.spec.schema import NodeGroupSpec
 from astra_hetero.workload.blocks import Block, DeviceBlocks, OptimizerCost, Segment
 from astra_hetero.workload.costs import Collective
 
-# Bytes each rank sends, and reduces, per byte of a collective's full buffer on n ranks (ring).
-SEND_FRACTION = {
-    "all_reduce": lambda n: 2 * (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "all_gather": lambda n: (n - 1) / n,
-}
-REDUCE_FRACTION = {
-    "all_reduce": lambda n: (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "all_gather": lambda n: 0.0,
-}
-STEPS = {
-    "all_reduce": lambda n: 2 * (n - 1),
-    "reduce_scatter": lambda n: n - 1,
-    "all_gather": lambda n: n - 1,
-}
+CollectiveTime = Callable[[Collective], float]  # one TP collective of the cell, alone (ns)
 
 
 @dataclass(frozen=True)
-class Links:
-    """What one GPU of a node group can move (bytes per ns) and how long a hop takes (ns)."""
-
-    fabric_bytes_per_ns: float
-    fabric_hop_ns: float  # GPU -> node switch -> GPU
-    network_bytes_per_ns: float  # the GPU's share of its node's NIC bandwidth
-    network_hop_ns: float  # GPU -> NIC -> fabric -> NIC -> GPU, one way
-    memory_bytes_per_ns: float  # peak HBM, as the engine charges reductions
+class BlockTime:
+    total: float  # compute and TP collectives
+    tail: float  # collectives after the block's last compute (all of it when it has none)
+    has_compute: bool
 
     @classmethod
-    def of(cls, group: NodeGroupSpec, link_latency_ns: float) -> Links:
-        fabric = group.intra_node_fabric
-        return cls(
-            fabric_bytes_per_ns=fabric.gbytes_per_s,
-            fabric_hop_ns=2 * fabric.latency_ns,
-            network_bytes_per_ns=group.nic.gbps * group.nics_per_node / group.gpus_per_node / 8,
-            network_hop_ns=2 * group.nic.latency_ns + 4 * link_latency_ns,
-            memory_bytes_per_ns=group.gpu.hbm_tbps * group.gpu.compute_multiplier * 1000,
-        )
-
-    @property
-    def injection_bytes_per_ns(self) -> float:
-        """Everything the GPU can push at once (fabric and NIC): no transfer of it is faster."""
-        return self.fabric_bytes_per_ns + self.network_bytes_per_ns
+    def of(cls, block: Block, collective_ns: CollectiveTime) -> BlockTime:
+        total = tail = 0.0
+        has_compute = False
+        for item in block:
+            if isinstance(item, Segment):
+                total += item.time_ns
+                tail, has_compute = 0.0, True
+            elif isinstance(item, Collective):
+                time_ns = collective_ns(item)
+                total += time_ns
+                tail += time_ns
+        return cls(total, tail, has_compute)
 
 
-def ring_ns(
-    kind: str, size: float, n: int, bytes_per_ns: float, hop_ns: float, memory_bytes_per_ns: float
-) -> float:
-    """One ring collective of a `size`-byte buffer on n ranks: transfer + latency steps + reduction."""
-    if n < 2 or size <= 0:
-        return 0.0
-    transfer = SEND_FRACTION[kind](n) * size / bytes_per_ns
-    reduction = 3 * REDUCE_FRACTION[kind](n) * size / memory_bytes_per_ns
-    return transfer + STEPS[kind](n) * hop_ns + reduction
-
-
-def ring_floor_ns(kind: str, size: float, n: int, links: Links) -> float:
-    """No algorithm does better: each rank must send this share of the buffer through its links."""
-    return SEND_FRACTION[kind](n) * size / links.injection_bytes_per_ns if n >= 2 else 0.0
+def pass_time(blocks: Sequence[tuple[BlockTime, int]]) -> tuple[float, float]:
+    """(total, tail) of a pass running each block the given number of times, in order."""
+    total = sum(b.total * n for b, n in blocks)
+    tail = 0.0
+    for block, count in reversed(blocks):
+        if count == 0:
+            continue
+        if block.has_compute:
+            return total, tail + block.tail
+        tail += block.total * count
+    return total, tail
 
 
 @dataclass(frozen=True)
 class ClassTimes:
     """One TP rank of one GPU type under one set of options, per micro-batch (ns)."""
 
-    layer_fwd: float  # compute and the layer's TP collectives (estimate)
-    layer_bwd: float  # compute (recompute included) and TP collectives
-    layer_fwd_floor: float  # compute and the TP collectives' lower bounds
-    layer_bwd_floor: float
-    first_fwd: float  # embedding (first stage)
-    first_bwd: float
-    last_fwd: float  # final norm, LM head, loss (last stage)
-    last_bwd: float
+    layer_fwd: BlockTime
+    layer_bwd: BlockTime
+    recompute: bool  # full recomputation: a layer's forward again before its backward
+    first_fwd: BlockTime  # embedding (first virtual stage)
+    first_bwd: BlockTime
+    last_fwd: BlockTime  # final norm, LM head, loss (last virtual stage)
+    last_bwd: BlockTime
     optimizer: OptimizerCost  # the optimizer step, affine in the rank's parameters
 
+    @property
+    def layer(self) -> float:
+        """One layer's forward and backward (recomputation included)."""
+        return self.layer_fwd.total * (2 if self.recompute else 1) + self.layer_bwd.total
 
-def _compute_ns(block: Block) -> float:
-    return sum(item.time_ns for item in block if isinstance(item, Segment))
-
-
-def _collectives(block: Block) -> list[Collective]:
-    return [item for item in block if isinstance(item, Collective)]
-
-
-def class_times(blocks: DeviceBlocks, links: Links, tp: int, full_recompute: bool) -> ClassTimes:
-    def tp_ns(block: Block) -> float:
-        return sum(
-            ring_ns(
-                c.kind, c.bytes, tp, links.fabric_bytes_per_ns, links.fabric_hop_ns, links.memory_bytes_per_ns
-            )
-            for c in _collectives(block)
+    def forward(self, num_layers: int, first: bool, last: bool) -> tuple[float, float]:
+        """(total, tail) of one micro-batch's forward pass through a chunk of `num_layers` layers."""
+        return pass_time(
+            [(self.first_fwd, int(first)), (self.layer_fwd, num_layers), (self.last_fwd, int(last))]
         )
 
-    def tp_floor_ns(block: Block) -> float:
-        return sum(ring_floor_ns(c.kind, c.bytes, tp, links) for c in _collectives(block))
+    def backward(self, num_layers: int, first: bool, last: bool) -> tuple[float, float]:
+        layer = [(self.layer_fwd, 1)] if self.recompute else []
+        layers = [item for _ in range(num_layers) for item in (*layer, (self.layer_bwd, 1))]
+        return pass_time([(self.last_bwd, int(last)), *layers, (self.first_bwd, int(first))])
 
-    fwd, bwd = blocks.layer_fwd, blocks.layer_bwd
-    recompute = (_compute_ns(fwd), tp_ns(fwd), tp_floor_ns(fwd)) if full_recompute else (0.0, 0.0, 0.0)
+    def layer_backward_ns(self) -> float:
+        """One layer's share of a backward pass (recomputation included)."""
+        return self.layer_bwd.total + (self.layer_fwd.total if self.recompute else 0.0)
+
+
+def class_times(blocks: DeviceBlocks, collective_ns: CollectiveTime, full_recompute: bool) -> ClassTimes:
+    def timed(block: Block) -> BlockTime:
+        return BlockTime.of(block, collective_ns)
+
     return ClassTimes(
-        layer_fwd=_compute_ns(fwd) + tp_ns(fwd),
-        layer_bwd=_compute_ns(bwd) + tp_ns(bwd) + recompute[0] + recompute[1],
-        layer_fwd_floor=_compute_ns(fwd) + tp_floor_ns(fwd),
-        layer_bwd_floor=_compute_ns(bwd) + tp_floor_ns(bwd) + recompute[0] + recompute[2],
-        first_fwd=_compute_ns(blocks.embedding_fwd),
-        first_bwd=_compute_ns(blocks.embedding_bwd),
-        last_fwd=_compute_ns(blocks.head_fwd),
-        last_bwd=_compute_ns(blocks.head_bwd),
+        layer_fwd=timed(blocks.layer_fwd),
+        layer_bwd=timed(blocks.layer_bwd),
+        recompute=full_recompute,
+        first_fwd=timed(blocks.embedding_fwd),
+        first_bwd=timed(blocks.embedding_bwd),
+        last_fwd=timed(blocks.head_fwd),
+        last_bwd=timed(blocks.head_bwd),
         optimizer=blocks.optimizer,
     )

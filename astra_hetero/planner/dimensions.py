@@ -49,7 +49,9 @@ def _micro_batch_sizes(spec: Spec) -> tuple[int, ...]:
 DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("micro_batch_size", _micro_batch_sizes, "mbs"),
     Dimension("schedule", lambda spec: tuple(SCHEDULES), ""),
-    Dimension("virtual_stages", lambda spec: (1, 2), "v"),
+    # Megatron-LM interleaves only pipelines of 2 or more stages; the other rules (schedule 1f1b,
+    # pp·v ≤ layers, micro-batches in groups of pp) are the spec checks', which count what they reject
+    Dimension("virtual_stages", lambda spec: (1, 2), "v", lambda shape: shape.pp == 1),
     Dimension("sequence_parallel", lambda spec: (False, True), "sp", lambda shape: shape.tp == 1),
     Dimension(
         "recompute",

@@ -1,36 +1,43 @@
 """A fast estimate of a candidate's iteration time, and a lower bound that no simulation can beat.
 
-Both read the same per-cell times: F and B, one micro-batch's forward and backward on one TP rank of
-the cell (compute plus the layer's TP collectives, which sit on the rank's compute chain).
+Both are built from the same pieces: per cell and model chunk, one micro-batch's forward and backward
+on one TP rank (compute plus the blocks' TP collectives, which sit on the rank's compute chain), and
+communication timed by the spec's own communication model (`planner.comm`: NCCL-like or ideal, on the
+cluster's topology).
 
-Estimate (ranks candidates): per replica, the pipeline's fill and drain (every stage once, plus the
-activation transfers) and (m − 1) rounds of its slowest stage; then each stage's data-parallel
-gradient sync, which starts during its last backward pass and may outlast the pipeline; then the
-optimizer step (and, with the distributed optimizer, the parameter all-gather).
+Estimate (ranks candidates): each replica's pipeline is run step by step through its schedule
+(`planner.pipeline`), activation and gradient transfers timed with the tp ranks' sends sharing the
+links; then the data-parallel end of the iteration as the generator writes it (`planner.sync`):
+gradient buckets issued by the overlap rules, one stream per stage, the tied-embedding all-reduce, the
+optimizer step, parameter all-gathers. Traffic of different stages and replicas is not made to share
+links, so the estimate is optimistic where it contends.
 
-Lower bound (branch and bound): a rank computes, one node at a time, every micro-batch's F and B of
-its stage plus its optimizer step; before its first forward the first micro-batch must have passed
-every earlier stage, and after its last backward that gradient must pass back through them. TP
-collectives count at their bandwidth floor, everything else that takes time (data-parallel sync,
-pipeline transfers, latency, reductions) counts as zero — so the bound holds for any network model.
+Lower bound (branch and bound): a rank computes its stage's micro-batches' passes one at a time;
+before its first forward the first micro-batch must have passed every earlier stage (and its
+activations every link between them); after its last backward pass, that gradient must pass back to
+stage 0; after a rank's last backward pass come the reductions issued then, the tied-embedding
+all-reduce, its optimizer step and any parameter all-gathers after it. Every communication counts at
+its time alone on the network, which the engine never beats.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from astra_hetero.planner.comm import P2P, Op, trace_size
 from astra_hetero.planner.context import OptionContext
-from astra_hetero.planner.costs import Links, ring_ns
-from astra_hetero.workload.costs import BYTES_BF16
+from astra_hetero.planner.pipeline import Passes, Replica, StageRun, run
+from astra_hetero.planner.sync import Bucket, chunk_buckets, issue_times
 
-# The engine rounds each rank's cumulative compute to the microsecond (±0.5 µs per rank).
-_ROUNDING_NS_PER_STAGE = 1000.0
+# The traces carry compute in whole microseconds, rounded per rank on the cumulative time (±0.5 µs
+# for any prefix of a rank's work); a chain through every stage and back crosses each rank twice.
+_ROUNDING_NS_PER_STAGE = 2000.0
 
 
 @dataclass(frozen=True)
 class Cell:
     device_class: int
-    node: int  # the node of its TP-index-0 GPU
+    ranks: tuple[int, ...]  # its GPUs in TP-index order
 
 
 @dataclass(frozen=True)
@@ -42,30 +49,10 @@ class Assessment:
 def assess(
     ctx: OptionContext, cells: list[list[Cell]], layers: tuple[int, ...], micro_batches: tuple[int, ...]
 ) -> Assessment:
-    pp, dp = len(cells), len(cells[0])
-    fwd = [[0.0] * dp for _ in range(pp)]
-    bwd = [[0.0] * dp for _ in range(pp)]
-    fwd_floor = [[0.0] * dp for _ in range(pp)]
-    bwd_floor = [[0.0] * dp for _ in range(pp)]
-    optimizer = [[0.0] * dp for _ in range(pp)]
-    for s in range(pp):
-        for r in range(dp):
-            times = _cell_times(ctx, s, layers[s], cells[s][r].device_class)
-            fwd[s][r], bwd[s][r], fwd_floor[s][r], bwd_floor[s][r], optimizer[s][r] = times
-    bound = max(
-        _replica_bound(
-            ctx,
-            [fwd_floor[s][r] for s in range(pp)],
-            [bwd_floor[s][r] for s in range(pp)],
-            [optimizer[s][r] for s in range(pp)],
-            micro_batches[r],
-        )
-        for r in range(dp)
-    )
-    estimate = _estimate(ctx, cells, layers, micro_batches, fwd, bwd, [max(row) for row in optimizer])
-    return Assessment(
-        estimate_ns=max(estimate, bound), bound_ns=max(0.0, bound - _ROUNDING_NS_PER_STAGE * pp)
-    )
+    plan = _Timed(ctx, cells, layers, micro_batches)
+    estimate, runs = plan.estimate()
+    bound = max(0.0, plan.bound(runs) - _ROUNDING_NS_PER_STAGE * ctx.shape.pp)
+    return Assessment(estimate_ns=max(estimate, bound), bound_ns=bound)
 
 
 def branch_bound(ctx: OptionContext, cells_per_class: dict[int, int]) -> float:
@@ -73,131 +60,223 @@ def branch_bound(ctx: OptionContext, cells_per_class: dict[int, int]) -> float:
     device class, whatever its grid and splits: the micro-batches' layers are work units that the
     cells share at best perfectly, and one micro-batch must pass every layer, forward and backward,
     on the fastest class at best."""
-    unit = {k: t.layer_fwd_floor + t.layer_bwd_floor for k, t in ctx.times.items() if cells_per_class.get(k)}
+    unit = {k: t.layer for k, t in ctx.times.items() if cells_per_class.get(k)}
     layers = ctx.problem.base.model.num_layers
     shared = ctx.num_micro_batches * layers / sum(cells_per_class[k] / unit[k] for k in unit)
     latency = layers * min(unit.values())
     return max(0.0, max(shared, latency) - _ROUNDING_NS_PER_STAGE * ctx.shape.pp)
 
 
-def _cell_times(
-    ctx: OptionContext, stage: int, num_layers: int, device_class: int
-) -> tuple[float, float, float, float, float]:
-    """(F, B, F floor, B floor, optimizer step) of one micro-batch on a cell, memoised per context."""
-    key = ("cell", stage, num_layers, device_class)
-    found = ctx.memo.get(key)
-    if found is None:
-        t, last = ctx.times[device_class], ctx.shape.pp - 1
-        extra_f = (t.first_fwd if stage == 0 else 0.0) + (t.last_fwd if stage == last else 0.0)
-        extra_b = (t.first_bwd if stage == 0 else 0.0) + (t.last_bwd if stage == last else 0.0)
-        found = ctx.memo[key] = (
-            num_layers * t.layer_fwd + extra_f,
-            num_layers * t.layer_bwd + extra_b,
-            num_layers * t.layer_fwd_floor + extra_f,
-            num_layers * t.layer_bwd_floor + extra_b,
-            t.optimizer.segment(ctx.params_on_rank(stage, num_layers), _optimizer_shards(ctx)).time_ns,
+class _Timed:
+    """One candidate's pieces, each looked up in the context's memo (candidates share most of them)."""
+
+    def __init__(
+        self,
+        ctx: OptionContext,
+        cells: list[list[Cell]],
+        layers: tuple[int, ...],
+        micro_batches: tuple[int, ...],
+    ) -> None:
+        self.ctx, self.cells, self.layers, self.micro_batches = ctx, cells, layers, micro_batches
+        self.pp, self.dp, self.tp = ctx.shape.pp, ctx.shape.dp, ctx.shape.tp
+        self.chunks = [
+            ctx.chunk_layers(s, layers[s], frozenset(c.device_class for c in row))
+            for s, row in enumerate(cells)
+        ]
+        par = ctx.parallelism
+        self.reduce_kind = "reduce_scatter" if par.distributed_optimizer else "all_reduce"
+        self.gathers = par.distributed_optimizer and self.dp > 1
+        self.tied = ctx.problem.base.model.tied_embeddings and self.pp > 1
+
+    # --- pieces -------------------------------------------------------------------------------------
+    def passes(self, s: int, k: int) -> Passes:
+        """One micro-batch through each chunk of stage s on class k."""
+        key = ("passes", s, self.chunks[s], k)
+        found = self.ctx.memo.get(key)
+        if found is None:
+            t, v = self.ctx.times[k], len(self.chunks[s])
+            edges = [(s == 0 and c == 0, s == self.pp - 1 and c == v - 1) for c in range(v)]
+            fwd = [t.forward(n, *edge) for n, edge in zip(self.chunks[s], edges, strict=True)]
+            bwd = [t.backward(n, *edge) for n, edge in zip(self.chunks[s], edges, strict=True)]
+            found = self.ctx.memo[key] = Passes(
+                tuple(f[0] for f in fwd),
+                tuple(f[1] for f in fwd),
+                tuple(b[0] for b in bwd),
+                tuple(b[1] for b in bwd),
+            )
+        return found  # type: ignore[return-value]
+
+    def optimizer_ns(self, s: int, k: int) -> float:
+        key = ("optimizer", s, self.layers[s], k)
+        found = self.ctx.memo.get(key)
+        if found is None:
+            ctx = self.ctx
+            shards = self.dp if ctx.parallelism.distributed_optimizer else 1
+            params = ctx.params_on_rank(s, self.layers[s])
+            found = ctx.memo[key] = ctx.times[k].optimizer.segment(params, shards).time_ns
+        return found  # type: ignore[return-value]
+
+    def buckets(self, s: int, k: int) -> tuple[tuple[Bucket, ...], ...]:
+        key = ("buckets", s, self.chunks[s], k)
+        found = self.ctx.memo.get(key)
+        if found is None:
+            found = self.ctx.memo[key] = chunk_buckets(self.ctx, s, self.chunks[s], self.ctx.times[k])
+        return found  # type: ignore[return-value]
+
+    def send(self, a: Cell, b: Cell, together: bool) -> float:
+        """Activations (or gradients) of every TP rank of cell a to its peer in cell b."""
+        size = self.ctx.activation_bytes
+        ops = [Op((x, y), P2P, size) for x, y in zip(a.ranks, b.ranks, strict=True)]
+        comm = self.ctx.comm
+        return comm.together_ns(ops) if together else comm.alone_ns(ops[0])
+
+    def collective(
+        self, members: list[tuple[int, ...]], kind: str, buffer_bytes: float, together: bool
+    ) -> float:
+        """One collective per TP index (`members[i]`: its ranks): all at once, or the first alone."""
+        ops = [Op(tuple(sorted(m)), kind, trace_size(kind, buffer_bytes, len(m))) for m in members]
+        comm = self.ctx.comm
+        return comm.together_ns(ops) if together else comm.alone_ns(ops[0])
+
+    def dp_members(self, s: int) -> list[tuple[int, ...]]:
+        return [tuple(self.cells[s][r].ranks[i] for r in range(self.dp)) for i in range(self.tp)]
+
+    def embedding_members(self, r: int) -> list[tuple[int, ...]]:
+        first, last = self.cells[0][r], self.cells[self.pp - 1][r]
+        return [(first.ranks[i], last.ranks[i]) for i in range(self.tp)]
+
+    def gather_bytes(self, bucket: Bucket) -> float:
+        return bucket.grad_bytes * 2 / self.ctx.grad_width  # BF16 parameters per gradient byte
+
+    # --- estimate -----------------------------------------------------------------------------------
+    def replica(self, r: int, ready: tuple[tuple[float, ...], ...] | None) -> Replica:
+        pp, column = self.pp, [self.cells[s][r] for s in range(self.pp)]
+        boundaries = pp if self.ctx.virtual_stages > 1 else pp - 1  # the last wraps to stage 0
+        return Replica(
+            self.ctx.parallelism.schedule,
+            self.micro_batches[r],
+            tuple(self.passes(s, cell.device_class) for s, cell in enumerate(column)),
+            tuple(self.send(column[s], column[(s + 1) % pp], True) for s in range(boundaries)),
+            tuple(self.send(column[(s + 1) % pp], column[s], True) for s in range(boundaries)),
+            ready,
         )
-    return found  # type: ignore[return-value]
 
+    def run_replica(self, replica: Replica) -> tuple[StageRun, ...]:
+        key = ("run", replica)
+        found = self.ctx.memo.get(key)
+        if found is None:
+            found = self.ctx.memo[key] = run(replica)
+        return found  # type: ignore[return-value]
 
-def _optimizer_shards(ctx: OptionContext) -> int:
-    return ctx.shape.dp if ctx.parallelism.distributed_optimizer else 1
+    def estimate(self) -> tuple[float, list[tuple[StageRun, ...]]]:
+        pp, dp = self.pp, self.dp
+        ready = self.gather_gates() if self.gathers and self.ctx.parallelism.overlap_param_gather else None
+        runs = [self.run_replica(self.replica(r, ready)) for r in range(dp)]
+        done = [[runs[r][s].backward_ends[-1] for r in range(dp)] for s in range(pp)]  # last compute
+        if dp > 1:
+            for s in range(pp):
+                synced = self.stream_end(s, runs)
+                done[s] = [max(t, synced) for t in done[s]]
+        if self.tied:
+            for r in range(dp):
+                start = max(done[0][r], done[pp - 1][r])
+                end = start + self.collective(
+                    self.embedding_members(r), "all_reduce", self.ctx.embedding_grad_bytes, True
+                )
+                done[0][r] = done[pp - 1][r] = end
+        finish = 0.0
+        for s in range(pp):
+            stepped = [done[s][r] + self.optimizer_ns(s, self.cells[s][r].device_class) for r in range(dp)]
+            end = max(stepped)
+            if self.gathers and not self.ctx.parallelism.overlap_param_gather:
+                for chunk in self.buckets(s, self.cells[s][0].device_class):
+                    for bucket in chunk:
+                        end += self.collective(
+                            self.dp_members(s), "all_gather", self.gather_bytes(bucket), True
+                        )
+            finish = max(finish, end, *(runs[r][s].end for r in range(dp)))
+        return finish, runs
 
+    def stream_end(self, s: int, runs: list[tuple[StageRun, ...]]) -> float:
+        """When stage s's last gradient reduction ends: each starts once every replica issued it and
+        the one before it on the stream is done."""
+        issued = [
+            issue_times(self.ctx, s, runs[r][s], self.buckets(s, self.cells[s][r].device_class))
+            for r in range(self.dp)
+        ]
+        members, end = self.dp_members(s), 0.0
+        for k, (_, bucket) in enumerate(issued[0]):
+            start = max(end, max(times[k][0] for times in issued))
+            end = start + self.collective(members, self.reduce_kind, bucket.grad_bytes, True)
+        return end
 
-def _replica_bound(
-    ctx: OptionContext, fwd: list[float], bwd: list[float], optimizer: list[float], m: int
-) -> float:
-    v = ctx.virtual_stages
-    best, before_f, before_b = 0.0, 0.0, 0.0
-    for s in range(len(fwd)):
-        finish_own = before_f + m * (fwd[s] + bwd[s])
-        best = max(best, finish_own + optimizer[s], finish_own + before_b + optimizer[0])
-        before_f += fwd[s] / v
-        before_b += bwd[s] / v
-    return best
+    def gather_gates(self) -> tuple[tuple[float, ...], ...]:
+        """overlap_param_gather: the all-gathers are issued at the start of the iteration (one chunk:
+        its first layers first; virtual stages: chunk by chunk, each in bucket order), and a chunk's
+        first forward pass waits for the bucket that holds its first layers (the last of its plan)."""
+        gates = []
+        for s in range(self.pp):
+            plan = self.buckets(s, self.cells[s][0].device_class)
+            order = (
+                [(0, i) for i in reversed(range(len(plan[0])))]
+                if len(plan) == 1
+                else [(c, i) for c in range(len(plan)) for i in range(len(plan[c]))]
+            )
+            members, elapsed, ready = self.dp_members(s), 0.0, [0.0] * len(plan)
+            for c, i in order:
+                elapsed += self.collective(members, "all_gather", self.gather_bytes(plan[c][i]), True)
+                if i == len(plan[c]) - 1:
+                    ready[c] = elapsed
+            gates.append(tuple(ready))
+        return tuple(gates)
 
+    # --- lower bound --------------------------------------------------------------------------------
+    def bound(self, runs: list[tuple[StageRun, ...]]) -> float:
+        best = 0.0
+        for r in range(self.dp):
+            column = [self.cells[s][r] for s in range(self.pp)]
+            post = [self.after_last_backward(s, r, runs[r][s]) for s in range(self.pp)]
+            before_fwd = before_bwd = 0.0
+            for s, cell in enumerate(column):
+                p = self.passes(s, cell.device_class)
+                # the rank is held for a pass's compute, not for collectives after its last compute
+                busy = sum(p.fwd) - sum(p.fwd_tail) + sum(p.bwd) - sum(p.bwd_tail)
+                own = before_fwd + self.micro_batches[r] * busy
+                best = max(best, own + post[s], own + before_bwd + post[0])
+                if s < self.pp - 1:  # sends wait for the whole pass
+                    before_fwd += p.fwd[0] + self.send(cell, column[s + 1], False)
+                    before_bwd += p.bwd[0] + self.send(column[s + 1], cell, False)
+        return best
 
-def _estimate(
-    ctx: OptionContext,
-    cells: list[list[Cell]],
-    layers: tuple[int, ...],
-    micro_batches: tuple[int, ...],
-    fwd: list[list[float]],
-    bwd: list[list[float]],
-    optimizer: list[float],
-) -> float:
-    pp, dp, v = len(cells), len(cells[0]), ctx.virtual_stages
-    pipeline = 0.0
-    for r in range(dp):
-        work = [fwd[s][r] + bwd[s][r] for s in range(pp)]
-        transfers = sum(2 * _p2p_ns(ctx, cells[s][r], cells[s + 1][r]) for s in range(pp - 1))
-        fill = sum(work) / v + transfers * v
-        pipeline = max(pipeline, fill + (micro_batches[r] - 1) * max(work))
-    finish = 0.0
-    drained = 0.0  # backward time of the stages before s: stage s's last backward ends this early
-    for s in range(pp):
-        slowest_bwd = max(bwd[s])
-        last_backward_end = pipeline - drained
-        sync, gather = _dp_sync_ns(ctx, s, layers[s], cells[s])
-        bucket = ctx.parallelism.dp_bucket_mib * 1024**2
-        overlap = slowest_bwd * max(0.0, 1 - bucket / max(ctx.grad_bytes(s, layers[s]), 1.0))
-        synced = max(last_backward_end, last_backward_end - overlap + sync)
-        finish = max(finish, synced + optimizer[s] + gather)
-        drained += slowest_bwd
-    return finish
+    def after_last_backward(self, s: int, r: int, stage_run: StageRun) -> float:
+        """What a rank of stage s, replica r must still do, one thing after another, after its last
+        backward pass."""
+        par, k = self.ctx.parallelism, self.cells[s][r].device_class
+        total = self.optimizer_ns(s, k)
+        plan = self.buckets(s, k)
+        if self.dp > 1:
+            members = self.dp_members(s)
+            for bucket in self.reductions_after_backward(s, plan, stage_run):
+                total += self.collective(members, self.reduce_kind, bucket.grad_bytes, False)
+            if self.gathers and not par.overlap_param_gather:
+                for chunk in plan:
+                    for bucket in chunk:
+                        total += self.collective(members, "all_gather", self.gather_bytes(bucket), False)
+        if self.tied and s in (0, self.pp - 1):
+            total += self.collective(
+                self.embedding_members(r), "all_reduce", self.ctx.embedding_grad_bytes, False
+            )
+        return total
 
-
-def _links(ctx: OptionContext, cell: Cell) -> Links:
-    return ctx.links[cell.device_class]
-
-
-def _p2p_ns(ctx: OptionContext, a: Cell, b: Cell) -> float:
-    key = ("p2p", a.device_class, b.device_class, a.node == b.node)
-    found = ctx.memo.get(key)
-    if found is None:
-        la, lb = _links(ctx, a), _links(ctx, b)
-        if a.node == b.node:
-            found = ctx.activation_bytes / la.fabric_bytes_per_ns + la.fabric_hop_ns
-        else:
-            rate = min(la.network_bytes_per_ns, lb.network_bytes_per_ns)
-            found = ctx.activation_bytes / rate + max(la.network_hop_ns, lb.network_hop_ns)
-        ctx.memo[key] = found
-    return found  # type: ignore[return-value]
-
-
-def _dp_sync_ns(ctx: OptionContext, stage: int, num_layers: int, members: list[Cell]) -> tuple[float, float]:
-    key = ("dp", stage, num_layers, *members)
-    found = ctx.memo.get(key)
-    if found is None:
-        found = ctx.memo[key] = _dp_sync(ctx, stage, num_layers, members)  # type: ignore[assignment]
-    return found  # type: ignore[return-value]
-
-
-def _dp_sync(ctx: OptionContext, stage: int, num_layers: int, members: list[Cell]) -> tuple[float, float]:
-    """(gradient sync, parameter all-gather after the step) of one stage's data-parallel group, as the
-    hierarchical algorithm runs it: inside each node, across nodes on 1/n of the data, inside again."""
-    d = len(members)
-    if d < 2:
-        return 0.0, 0.0
-    grads = ctx.grad_bytes(stage, num_layers)
-    by_node: dict[int, int] = {}
-    for cell in members:
-        by_node[cell.node] = by_node.get(cell.node, 0) + 1
-    links = [_links(ctx, c) for c in members]
-    intra = min(lk.fabric_bytes_per_ns for lk in links), max(lk.fabric_hop_ns for lk in links)
-    inter = min(lk.network_bytes_per_ns for lk in links), max(lk.network_hop_ns for lk in links)
-    memory = min(lk.memory_bytes_per_ns for lk in links)
-    n, k = max(by_node.values()), len(by_node)
-
-    def collective(kind: str, size: float) -> float:
-        if k == 1:
-            return ring_ns(kind, size, d, *intra, memory)
-        if n == 1 or len(set(by_node.values())) > 1:
-            return ring_ns(kind, size, d, *inter, memory)
-        local = ring_ns("reduce_scatter", size, n, *intra, memory)
-        return (2 if kind == "all_reduce" else 1) * local + ring_ns(kind, size / n, k, *inter, memory)
-
-    if not ctx.parallelism.distributed_optimizer:
-        return collective("all_reduce", grads), 0.0
-    params_bytes = grads * BYTES_BF16 / (4 if ctx.parallelism.grad_reduce_in_fp32 else BYTES_BF16)
-    return collective("reduce_scatter", grads), collective("all_gather", params_bytes)
+    def reductions_after_backward(
+        self, s: int, plan: tuple[tuple[Bucket, ...], ...], stage_run: StageRun
+    ) -> list[Bucket]:
+        """The reductions issued only once the last backward pass is done."""
+        par = self.ctx.parallelism
+        if not par.overlap_grad_reduce:
+            return [b for chunk in plan for b in chunk]
+        if len(plan) == 1:
+            return list(plan[0][-1:])  # the bucket the pass's last gradients close
+        last = len(stage_run.backward_chunks) - 1
+        last_backward = {c: i for i, c in enumerate(stage_run.backward_chunks)}
+        return [b for c in range(len(plan)) if last_backward[c] + s >= last for b in plan[c]]

@@ -94,7 +94,7 @@ class Walk:
                 try:
                     ctx = self.contexts.get(shape, opts)
                     plan = Plan(shape, opts, probe, (), (), shape.num_gpus < self.problem.num_gpus)
-                    spec_check(ctx, plan, PartitionSpec(layers="uniform", micro_batches="auto"))
+                    spec_check(ctx, plan, PartitionSpec(layers="auto", micro_batches="auto"))
                 except SpecError as error:
                     self.reject(spec_infeasible(error), sum(len(f) for f in shape_families))
                     continue
@@ -186,7 +186,7 @@ class Walk:
             of_group = problem.class_of_group
             devices = problem.devices
             found = self._cells[key] = [
-                [Cell(of_group[devices[ranks[0]].group_name].index, devices[ranks[0]].node) for ranks in row]
+                [Cell(of_group[devices[ranks[0]].group_name].index, ranks) for ranks in row]
                 for row in layout.cells
             ]
         return found

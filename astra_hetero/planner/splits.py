@@ -157,10 +157,10 @@ def stage_cost(ctx: OptionContext, cell: Cell, stage: int) -> tuple[float, float
     t = ctx.times[cell.device_class]
     fixed = 0.0
     if stage == 0:
-        fixed += t.first_fwd + t.first_bwd
+        fixed += t.first_fwd.total + t.first_bwd.total
     if stage == ctx.shape.pp - 1:
-        fixed += t.last_fwd + t.last_bwd
-    return t.layer_fwd + t.layer_bwd, fixed
+        fixed += t.last_fwd.total + t.last_bwd.total
+    return t.layer, fixed
 
 
 def balanced_layers(
@@ -199,5 +199,7 @@ def balanced_micro_batches(ctx: OptionContext, cells: list[list[Cell]], layers: 
         costs = [stage_cost(ctx, cells[s][r], s) for s in range(pp)]
         bottleneck.append(max(n * c[0] + c[1] for n, c in zip(layers, costs, strict=True)) * unit)
     groups = ctx.num_micro_batches // unit
-    found = greedy_min_max(groups, bottleneck, [0.0] * dp, [(pp - 1) / unit] * dp)
+    # the fill takes (pp − 1) micro-batches' time, (pp − 1)/v with v chunks (as the generator's auto)
+    fill = (pp - 1) / ctx.virtual_stages / unit
+    found = greedy_min_max(groups, bottleneck, [0.0] * dp, [fill] * dp)
     return tuple(n * unit for n in (found or even_split(groups, dp)))

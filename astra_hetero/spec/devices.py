@@ -35,3 +35,11 @@ def enumerate_devices(cluster: ClusterSpec) -> list[Device]:
                 devices.append(Device(len(devices), node, group_index, name, local, group))
             node += 1
     return devices
+
+
+def too_few_gpus(owner: str, num_gpus: int, num_cells: int, tp: int) -> str:
+    """The reason a mapping gives when `owner` (a node group, or the cluster) cannot hold its cells."""
+    return (
+        f"{owner} has {num_gpus} GPUs, too few for the {num_cells} cells mapped to it "
+        f"({tp} GPUs each, {num_cells * tp} in all)"
+    )

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from astra_hetero.comm.measured import resolve_spec_tables
 from astra_hetero.errors import SpecError
+from astra_hetero.spec.devices import too_few_gpus
 from astra_hetero.spec.schema import NcclTestsTable, Spec
 from astra_hetero.spec.yamlfile import read_yaml
 
@@ -332,9 +333,7 @@ def _check_group_capacity(spec: Spec) -> None:
         need = cells.get(name, 0) * par.tp
         if need > group.num_gpus:
             raise SpecError(
-                f"mapping.{field}",
-                f"maps {cells[name]} cells of tp={par.tp} GPUs ({need} GPUs) to node group {name!r}, "
-                f"which has {group.num_gpus}",
+                f"mapping.{field}", too_few_gpus(f"node group {name!r}", group.num_gpus, cells[name], par.tp)
             )
         if need < group.num_gpus and not mapping.allow_idle_gpus:
             raise SpecError(

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from astra_hetero.errors import SpecError
-from astra_hetero.spec.devices import Device, enumerate_devices
+from astra_hetero.spec.devices import Device, enumerate_devices, too_few_gpus
 from astra_hetero.spec.schema import Spec
 
 # grid[stage][replica] -> node group name, or None for "next GPUs of the whole cluster"
@@ -105,11 +105,8 @@ def place_cells(
             if start + tp > len(pool):
                 field = "parallelism" if key is None else "mapping"
                 mapped = sum(k == key for r in groups for k in r)
-                raise SpecError(
-                    field,
-                    f"{'the cluster' if key is None else f'node group {key!r}'} has {len(pool)} GPUs, too "
-                    f"few for the {mapped} cells mapped to it ({tp} GPUs each, {mapped * tp} in all)",
-                )
+                owner = "the cluster" if key is None else f"node group {key!r}"
+                raise SpecError(field, too_few_gpus(owner, len(pool), mapped, tp))
             cell = pool[start : start + tp]
             cursor[key] = start + tp
             _check_cell(cell, stage, replica, allow_across_nodes)

@@ -30,7 +30,8 @@ def plan_data(search: dict[str, Any] | None = None, **sections: Any) -> dict[str
     return data
 
 
-# One set of options: the space is then grids × splits over tp ∈ {2, 4} (a few dozen candidates).
+# One set of options but the virtual stages (1, or 2 where pp ≥ 2: the interleaved schedule): the
+# space is then grids × splits over tp ∈ {2, 4} (about a hundred candidates).
 NARROW = {
     "tp": [2, 4],
     "micro_batch_size": 1,

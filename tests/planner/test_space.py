@@ -92,7 +92,7 @@ def test_compositions_are_all_ordered_positive_splits(total, parts):
 
 
 def test_micro_batch_splits_of_identical_replicas_are_collapsed():
-    h, a = Cell(0, 0), Cell(1, 1)
+    h, a = Cell(0, (0,)), Cell(1, (4,))
     cells = [[h, h, a], [a, a, a]]  # replicas 0 and 1 hold the same classes; replica 2 differs
     assert canonical_batches((5, 2, 1), cells) == (2, 5, 1)
     assert canonical_batches((2, 5, 1), cells) == (2, 5, 1)
@@ -105,14 +105,32 @@ def test_a_family_counts_the_replica_orders_it_leaves_out():
     assert family.representatives() == [1]  # the grid whose replicas are all the same pipeline
 
 
+def values_with_the_rest_fixed(option_sets_: list, field: str) -> list[Counter]:
+    """For each setting of the other options, how often each value of `field` appears."""
+    groups: dict[tuple, Counter] = {}
+    for options in option_sets_:
+        rest = tuple((k, v) for k, v in options if k != field)
+        groups.setdefault(rest, Counter())[dict(options)[field]] += 1
+    return list(groups.values())
+
+
 def test_options_follow_the_table_and_inert_options_take_one_value():
     problem = problem_from_data(plan_data({**NARROW, "distributed_optimizer": [False, True]}))
     one_replica = option_sets(problem, Shape(4, 2, 1))
     two_replicas = option_sets(problem, Shape(4, 1, 2))
-    assert Counter(dict(o)["distributed_optimizer"] for o in one_replica) == {False: 1}
-    assert Counter(dict(o)["distributed_optimizer"] for o in two_replicas) == {False: 1, True: 1}
+    # every other option held fixed, an inert option takes one value (the schema's default), a live
+    # one each allowed value once
+    assert values_with_the_rest_fixed(one_replica, "distributed_optimizer") == [{False: 1}] * 2
+    assert values_with_the_rest_fixed(two_replicas, "distributed_optimizer") == [{False: 1, True: 1}]
     no_tp = option_sets(problem_from_data(plan_data({"sequence_parallel": [True, False]})), Shape(1, 4, 2))
     assert {dict(o)["sequence_parallel"] for o in no_tp} == {False}  # the schema's default
+
+
+def test_virtual_stages_are_searched_only_for_pipelines():
+    """Megatron-LM interleaves pipelines of two or more stages: with one stage only v = 1 is tried."""
+    problem = problem_from_data(plan_data(NARROW))
+    assert {dict(o)["virtual_stages"] for o in option_sets(problem, Shape(4, 1, 2))} == {1}
+    assert {dict(o)["virtual_stages"] for o in option_sets(problem, Shape(4, 2, 1))} == {1, 2}
 
 
 def test_the_spec_mapping_is_the_only_grid_when_asked_for():

@@ -13,8 +13,10 @@ from astra_hetero.errors import InfeasiblePlan, SpecError
 from astra_hetero.results.aggregate import group_ranks
 from astra_hetero.spec import parse_spec
 from astra_hetero.spec.devices import enumerate_devices
+from astra_hetero.units import BYTES_PER_GIB
 from astra_hetero.workload.generate import plan_workload
 from astra_hetero.workload.layout import build_layout
+from astra_hetero.workload.memory import estimate
 from tests.conftest import make_spec_data, node_group
 from tests.workload.traces import read_with_chakra
 
@@ -65,7 +67,11 @@ def test_stages_and_replicas_are_shorthands_for_grids(shorthand, grid):
             "mapping.grid[1][2]",
             "unknown node group",
         ),
-        ({"grid": [["h100"] * 4, ["h100", "h100", "a100", "a100"]]}, "mapping.grid", "which has 8"),
+        (
+            {"grid": [["h100"] * 4, ["h100", "h100", "a100", "a100"]]},
+            "mapping.grid",
+            "has 8 GPUs, too few for the 6 cells mapped to it (2 GPUs each, 12 in all)",
+        ),
         ({"grid": MIXED_GRID, "stages": ["h100", "a100"]}, "mapping", "at most one"),
     ],
 )
@@ -102,7 +108,17 @@ def test_tp_must_fit_a_node_only_in_the_groups_that_serve_cells():
 
 def test_memory_is_checked_per_cell_on_its_own_gpu():
     data = with_mapping({"grid": MIXED_GRID})
-    data["cluster"]["node_groups"][1]["gpu"] = {"preset": "a100-80", "memory_gib": 3}
+    spec = parse_spec(data)
+    split = plan_workload(spec).partition
+    need_gib = (
+        min(
+            estimate(spec, s, split.layers_per_stage[s], split.micro_batches_per_replica[0]).total
+            for s in range(spec.parallelism.pp)
+        )
+        / BYTES_PER_GIB
+    )
+    # A100s with half of what any cell needs; the H100 cells of the same grid still fit
+    data["cluster"]["node_groups"][1]["gpu"] = {"preset": "a100-80", "memory_gib": round(need_gib / 2, 3)}
     with pytest.raises(InfeasiblePlan) as caught:
         plan_workload(parse_spec(data))
     assert "A100" in str(caught.value) and "replica 1" in str(caught.value)  # stage 0's a100 cell
