@@ -13,15 +13,63 @@ from astra_hetero.planner.candidate import Shape, parallelism_for
 from astra_hetero.planner.comm import CommModel, Op, trace_size
 from astra_hetero.planner.costs import ClassTimes, class_times
 from astra_hetero.planner.problem import Problem
+from astra_hetero.spec.devices import Device
 from astra_hetero.spec.schema import ParallelismSpec, Spec
 from astra_hetero.units import BYTES_PER_GIB
 from astra_hetero.workload.blocks import DeviceBlocks
 from astra_hetero.workload.costs import BYTES_BF16, Collective, parameter_counts, stage_parameters
 from astra_hetero.workload.generate import timed_blocks
 from astra_hetero.workload.memory import estimate as memory_estimate
+from astra_hetero.workload.ops import shape_of
 from astra_hetero.workload.partition import PassCosts, micro_batch_group, pass_costs, split_into_chunks
 
 Options = tuple[tuple[str, Any], ...]
+
+
+class Shared:
+    """What contexts of every shape and option set share: the communication model, and the timed
+    blocks and class times, which depend only on the device class, the operators' shape (TP degree,
+    micro-batch size, sequence parallelism) and recomputation."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        self._blocks: dict[tuple[object, ...], DeviceBlocks] = {}
+        self._times: dict[tuple[object, ...], ClassTimes] = {}
+
+    @cached_property
+    def comm(self) -> CommModel:
+        return CommModel(self.problem.base, self.problem.devices)
+
+    def first_cell(self, device_class: int, tp: int) -> list[Device]:
+        """The first `tp` GPUs of the class's first node group, as the layout would take them."""
+        name = self.problem.classes[device_class].groups[0]
+        return [d for d in self.problem.devices if d.group_name == name][:tp]
+
+    def blocks(self, device_class: int, spec: Spec) -> DeviceBlocks:
+        """The blocks the generator times for one of the class's GPUs."""
+        par = spec.parallelism
+        key = (device_class, shape_of(spec.model, par, spec.compute.attention), par.recompute)
+        found = self._blocks.get(key)
+        if found is None:
+            device = self.first_cell(device_class, 1)[0]
+            (found,) = timed_blocks(spec, [device]).values()
+            self._blocks[key] = found
+        return found
+
+    def times(self, device_class: int, spec: Spec) -> ClassTimes:
+        """TP collectives timed on the class's first cell (the class's nodes are alike)."""
+        par = spec.parallelism
+        key = (device_class, shape_of(spec.model, par, spec.compute.attention), par.recompute)
+        found = self._times.get(key)
+        if found is None:
+            ranks = tuple(d.rank for d in self.first_cell(device_class, par.tp))
+
+            def tp_ns(c: Collective) -> float:
+                return self.comm.alone_ns(Op(ranks, c.kind, trace_size(c.kind, c.bytes, len(ranks))))
+
+            blocks = self.blocks(device_class, spec)
+            found = self._times[key] = class_times(blocks, tp_ns, par.recompute == "full")
+        return found
 
 
 @dataclass
@@ -30,7 +78,7 @@ class OptionContext:
     shape: Shape
     options: Options
     parallelism: ParallelismSpec
-    comm: CommModel
+    shared: Shared
     _memory: dict[tuple[object, ...], float] = field(default_factory=dict)
     _params: dict[tuple[int, int], float] = field(default_factory=dict)
     memo: dict[tuple[object, ...], object] = field(default_factory=dict)  # for callers' derived values
@@ -40,33 +88,18 @@ class OptionContext:
         """The base spec with this parallelism (mapping and partition as written: unused here)."""
         return self.problem.base.model_copy(update={"parallelism": self.parallelism})
 
+    @property
+    def comm(self) -> CommModel:
+        return self.shared.comm
+
     @cached_property
     def blocks(self) -> dict[int, DeviceBlocks]:
         """Per device class, the blocks the generator times for one of the class's GPUs."""
-        found = {}
-        for c in self.problem.classes:
-            (blocks,) = timed_blocks(self.spec, [self._first_cell(c.index)[0]]).values()
-            found[c.index] = blocks
-        return found
+        return {c.index: self.shared.blocks(c.index, self.spec) for c in self.problem.classes}
 
     @cached_property
     def times(self) -> dict[int, ClassTimes]:
-        """Per device class; TP collectives timed on the class's first cell (its nodes are alike)."""
-        full = self.parallelism.recompute == "full"
-        found = {}
-        for k, blocks in self.blocks.items():
-            ranks = tuple(d.rank for d in self._first_cell(k))
-
-            def tp_ns(c: Collective, ranks: tuple[int, ...] = ranks) -> float:
-                return self.comm.alone_ns(Op(ranks, c.kind, trace_size(c.kind, c.bytes, len(ranks))))
-
-            found[k] = class_times(blocks, tp_ns, full)
-        return found
-
-    def _first_cell(self, device_class: int) -> list:
-        """The first `tp` GPUs of the class's first node group, as the layout would take them."""
-        name = self.problem.classes[device_class].groups[0]
-        return [d for d in self.problem.devices if d.group_name == name][: self.shape.tp]
+        return {c.index: self.shared.times(c.index, self.spec) for c in self.problem.classes}
 
     @cached_property
     def pass_costs(self) -> dict[int, PassCosts]:
@@ -175,16 +208,13 @@ class Contexts:
 
     def __init__(self, problem: Problem) -> None:
         self.problem = problem
+        self.shared = Shared(problem)
         self._cache: dict[tuple[Shape, Options], OptionContext] = {}
-
-    @cached_property
-    def comm(self) -> CommModel:
-        return CommModel(self.problem.base, self.problem.devices)
 
     def get(self, shape: Shape, options: Options) -> OptionContext:
         key = (shape, options)
         context = self._cache.get(key)
         if context is None:
             parallelism = parallelism_for(self.problem.base, shape, options)
-            context = self._cache[key] = OptionContext(self.problem, shape, options, parallelism, self.comm)
+            context = self._cache[key] = OptionContext(self.problem, shape, options, parallelism, self.shared)
         return context

@@ -33,6 +33,8 @@ from astra_hetero.planner.sync import Bucket, chunk_buckets, issue_times
 # for any prefix of a rank's work); a chain through every stage and back crosses each rank twice.
 _ROUNDING_NS_PER_STAGE = 2000.0
 
+Members = tuple[tuple[int, ...], ...]  # one communicator per TP index: its ranks, sorted (as the engine)
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -87,6 +89,7 @@ class _Timed:
         self.reduce_kind = "reduce_scatter" if par.distributed_optimizer else "all_reduce"
         self.gathers = par.distributed_optimizer and self.dp > 1
         self.tied = ctx.problem.base.model.tied_embeddings and self.pp > 1
+        self._dp_members: dict[int, Members] = {}
 
     # --- pieces -------------------------------------------------------------------------------------
     def passes(self, s: int, k: int) -> Passes:
@@ -130,20 +133,28 @@ class _Timed:
         comm = self.ctx.comm
         return comm.together_ns(ops) if together else comm.alone_ns(ops[0])
 
-    def collective(
-        self, members: list[tuple[int, ...]], kind: str, buffer_bytes: float, together: bool
-    ) -> float:
+    def collective(self, members: Members, kind: str, buffer_bytes: float, together: bool) -> float:
         """One collective per TP index (`members[i]`: its ranks): all at once, or the first alone."""
-        ops = [Op(tuple(sorted(m)), kind, trace_size(kind, buffer_bytes, len(m))) for m in members]
-        comm = self.ctx.comm
-        return comm.together_ns(ops) if together else comm.alone_ns(ops[0])
+        key = ("collective", members, kind, int(buffer_bytes), together)
+        found = self.ctx.memo.get(key)
+        if found is None:
+            ops = [Op(m, kind, trace_size(kind, buffer_bytes, len(m))) for m in members]
+            comm = self.ctx.comm
+            found = self.ctx.memo[key] = comm.together_ns(ops) if together else comm.alone_ns(ops[0])
+        return found  # type: ignore[return-value]
 
-    def dp_members(self, s: int) -> list[tuple[int, ...]]:
-        return [tuple(self.cells[s][r].ranks[i] for r in range(self.dp)) for i in range(self.tp)]
+    def dp_members(self, s: int) -> Members:
+        found = self._dp_members.get(s)
+        if found is None:
+            row = self.cells[s]
+            found = self._dp_members[s] = tuple(
+                tuple(sorted(row[r].ranks[i] for r in range(self.dp))) for i in range(self.tp)
+            )
+        return found
 
-    def embedding_members(self, r: int) -> list[tuple[int, ...]]:
+    def embedding_members(self, r: int) -> Members:
         first, last = self.cells[0][r], self.cells[self.pp - 1][r]
-        return [(first.ranks[i], last.ranks[i]) for i in range(self.tp)]
+        return tuple(tuple(sorted((first.ranks[i], last.ranks[i]))) for i in range(self.tp))
 
     def gather_bytes(self, bucket: Bucket) -> float:
         return bucket.grad_bytes * 2 / self.ctx.grad_width  # BF16 parameters per gradient byte
