@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -11,7 +11,7 @@ from typing import Any
 from astra_hetero import rundir
 from astra_hetero.backends.base import create_backend
 from astra_hetero.results.io import write_result
-from astra_hetero.results.model import RunResult, Span
+from astra_hetero.results.model import RunResult, SharedSpans, Span
 from astra_hetero.spec.schema import Spec
 from astra_hetero.workload.generate import Progress, write_workload
 
@@ -82,15 +82,18 @@ def execute(
     return output.result
 
 
-def sample_spans(result: RunResult, spans: tuple[Span, ...], limit: int) -> tuple[tuple[Span, ...], str]:
+def sample_spans(result: RunResult, spans: Sequence[Span], limit: int) -> tuple[tuple[Span, ...], str]:
     """Spans of the TP-index-0 rank of every pipeline cell (its TP peers run in lockstep), thinned
     further by a stride over those ranks if that is still more than `limit`."""
     leaders = [r.rank for r in result.ranks if r.tp_index in (0, None)]
     per_rank = len(spans) / max(result.num_ranks, 1)
     stride = max(1, math.ceil(len(leaders) * per_rank / limit))
     kept = set(leaders[::stride])
+    chosen = (
+        spans.for_ranks(kept) if isinstance(spans, SharedSpans) else tuple(s for s in spans if s.rank in kept)
+    )
     note = (
         f"{len(kept)} of {result.num_ranks} ranks shown (TP index 0 of each pipeline cell"
         f"{f', every {stride}th' if stride > 1 else ''}); run with --timeline all for every rank"
     )
-    return tuple(s for s in spans if s.rank in kept), note
+    return chosen, note

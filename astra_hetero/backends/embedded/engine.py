@@ -24,12 +24,11 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from astra_hetero.backends.embedded import events
+from astra_hetero.backends.embedded.commmodel import FoldedComm, PlainComm
 from astra_hetero.backends.embedded.network import Flow, FlowNetwork
-from astra_hetero.backends.embedded.plans import PhasePlan, CommPlanner
-from astra_hetero.backends.embedded.routing import Router
-from astra_hetero.backends.embedded.rundir_reader import SimInput
+from astra_hetero.backends.embedded.plans import PhasePlan
 from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_COMP, KIND_RECV
-from astra_hetero.backends.embedded.workload import FlatWorkload, flatten
+from astra_hetero.backends.embedded.workload import FlatWorkload
 from astra_hetero.errors import RunDirError, SimulationDeadlock
 
 _MAX_REPORTED = 8
@@ -38,10 +37,25 @@ _MAX_REPORTED = 8
 class Comm:
     """One collective instance or one send/recv transfer while it runs (and its record after)."""
 
-    __slots__ = ("group", "kind", "size", "nodes", "plan", "phase", "start_ns", "end_ns", "recv", "arrived")
+    __slots__ = (
+        "group",
+        "kind",
+        "size",
+        "nodes",
+        "plan",
+        "phase",
+        "start_ns",
+        "end_ns",
+        "recv",
+        "arrived",
+        "instances",
+    )
 
-    def __init__(self, group: str, kind: str, size: int, plan: tuple[PhasePlan, ...]) -> None:
+    def __init__(
+        self, group: str, kind: str, size: int, plan: tuple[PhasePlan, ...], instances: int = 1
+    ) -> None:
         self.group = group
+        self.instances = instances  # identical collectives (of other groups) this one stands for
         self.kind = kind
         self.size = size
         self.nodes: list[int] = []  # a collective's member nodes in issue order; a transfer's send
@@ -67,21 +81,25 @@ class EngineOutcome:
 
 
 class Engine:
-    def __init__(self, sim: SimInput) -> None:
-        self.sim = sim
-        self.w = flatten(sim)
+    """Simulates the ranks of `workload` (every rank, or one per folded class) with `comm` answering
+    how their collectives meet and what their flows load (see `commmodel`)."""
+
+    def __init__(
+        self, workload: FlatWorkload, comm: PlainComm | FoldedComm, max_comm_in_flight: int = 0
+    ) -> None:
+        self.w = workload
+        self.comm = comm
         # the lists the hot paths index, bound once
         self.kinds, self.rank_of = self.w.kinds, self.w.rank_of
         self.successors, self.successor_bounds = self.w.successors, self.w.successor_bounds
         self.durations_ns = self.w.durations_ns
-        self.groups, self.group_members, self.sizes = self.w.groups, self.w.group_members, self.w.sizes
+        self.groups, self.sizes = self.w.groups, self.w.sizes
+        self.group_keys, self.group_expected = comm.group_keys, comm.group_expected
         self.coll_types = self.w.coll_types
-        router = Router(sim.topology)
-        self.comm_plans = CommPlanner(router, sim.machines, sim.algorithm, sim.memory_bytes_per_ns)
-        self.net = FlowNetwork(router.bundle_bytes_per_ns)
+        self.net = FlowNetwork(comm.capacities)
         self.queue = events.EventQueue()
-        n, num_ranks = len(self.w.kinds), sim.num_ranks
-        self.num_ranks, self.num_groups = num_ranks, len(self.w.group_names)
+        n, num_ranks = len(self.w.kinds), len(self.w.ranks)
+        self.num_ranks, self.num_groups = num_ranks, max(self.group_keys, default=-1) + 1
         self.pending = list(self.w.num_deps)
         self.start_ns = [-1] * n
         self.end_ns = [-1] * n
@@ -89,7 +107,7 @@ class Engine:
         self.ready_compute: list[deque[int]] = [deque() for _ in range(num_ranks)]
         # Communication issue slots per rank (0 = unlimited). ASTRA-sim lets each rank have one
         # collective or send in flight (recvs exempt); waiting ones issue lowest node id first.
-        self.comm_limit = sim.max_comm_in_flight
+        self.comm_limit = max_comm_in_flight
         self.comm_in_flight = [0] * num_ranks
         self.comm_waiting: list[list[int]] = [[] for _ in range(num_ranks)]
         self.active = [0] * num_ranks
@@ -98,7 +116,7 @@ class Engine:
         self.exposed_ns = [0] * num_ranks
         # collectives issued per (group, rank), at group * num_ranks + rank
         self.issued = [0] * (len(self.w.group_names) * num_ranks)
-        self.forming: dict[int, Comm] = {}  # k * num_groups + group -> the k-th collective of group
+        self.forming: dict[int, Comm] = {}  # k * num_groups + group key -> the k-th collective of group
         self.sends: dict[tuple[int, int, int], deque[Comm]] = {}
         self.recvs: dict[tuple[int, int, int], deque[int]] = {}
         self.done: list[Comm] = []
@@ -264,7 +282,7 @@ class Engine:
         counter = group * self.num_ranks + rank
         k = self.issued[counter]
         self.issued[counter] = k + 1
-        key = k * self.num_groups + group
+        key = k * self.num_groups + self.group_keys[group]
         comm = self.forming.get(key)
         if comm is None:
             w = self.w
@@ -273,7 +291,8 @@ class Engine:
                 w.group_names[group],
                 kind,
                 self.sizes[g],
-                self.comm_plans.collective(self.group_members[group], kind),
+                self.comm.collective_plan(group, kind),
+                self.comm.group_instances[group],
             )
             self.forming[key] = comm
         elif self.coll_types[g] != self.coll_types[comm.nodes[0]] or self.sizes[g] != comm.size:
@@ -284,7 +303,7 @@ class Engine:
             )
         nodes = comm.nodes
         nodes.append(g)
-        if len(nodes) == len(self.group_members[group]):
+        if len(nodes) == self.group_expected[group]:
             del self.forming[key]
             self._start_comm(comm, now)
 
@@ -363,23 +382,23 @@ class Engine:
     # --- point to point ---------------------------------------------------------------------------
     def _issue_send(self, g: int, now: int) -> None:
         w = self.w
-        src, dst = w.rank_of[g], w.peers[g]
-        comm = Comm(f"{src}->{dst}", "send_recv", w.sizes[g], self.comm_plans.transfer(src, dst))
+        src, dst = w.ranks[w.rank_of[g]], w.peers[g]
+        comm = Comm(f"{src}->{dst}", "send_recv", w.sizes[g], self.comm.transfer_plan(src, dst))
         comm.nodes.append(g)
         key = (src, dst, w.tags[g])
         waiting = self.recvs.get(key)
         if waiting:
             comm.recv = waiting.popleft()
             self.start_ns[comm.recv] = now
-            self._begin_comm(dst, now)
+            self._begin_comm(self.rank_of[comm.recv], now)
         else:
             self.sends.setdefault(key, deque()).append(comm)
         self._start_comm(comm, now)
 
     def _issue_recv(self, g: int, now: int) -> None:
         w = self.w
-        dst, src = w.rank_of[g], w.peers[g]
-        key = (src, dst, w.tags[g])
+        rank = w.rank_of[g]
+        key = self.comm.recv_key((w.peers[g], w.ranks[rank], w.tags[g]))
         sent = self.sends.get(key)
         if not sent:
             self.recvs.setdefault(key, deque()).append(g)
@@ -390,7 +409,7 @@ class Engine:
         if comm.arrived:
             self._complete(g, now)
         else:
-            self._begin_comm(dst, now)
+            self._begin_comm(rank, now)
 
     # --- diagnostics ------------------------------------------------------------------------------
     def _deadlock_report(self) -> str:
@@ -405,7 +424,7 @@ class Engine:
         ]
         for rank in sorted(waiting)[:_MAX_REPORTED]:
             nodes = ", ".join(w.describe(g, with_file=False) for g in waiting[rank][:_MAX_REPORTED])
-            lines.append(f"  rank {rank} ({w.paths[rank]}): {nodes}")
+            lines.append(f"  rank {w.ranks[rank]} ({w.paths[rank]}): {nodes}")
         if len(waiting) > _MAX_REPORTED:
             lines.append(f"  ... and {len(waiting) - _MAX_REPORTED} more ranks")
         if not waiting:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.internal.decoder import _DecodeVarint32 as _decode_varint  # type: ignore[attr-defined]
+from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
 from google.protobuf.message import DecodeError
 
 from astra_hetero import chakra_io
@@ -28,6 +29,12 @@ from astra_hetero.chakra_io import pb
 from astra_hetero.errors import RunDirError
 
 KIND_COMP, KIND_COLL, KIND_SEND, KIND_RECV = 0, 1, 2, 3
+# Bounds on what one node may ask for. Beyond them a value is corrupt rather than large: a compute node
+# of 2^40 µs (12.7 days) or a transfer of 2^53 bytes (8 PiB, where float byte counts stop being exact)
+# would make an iteration time meaningless, and int64 nanoseconds would overflow soon after.
+MAX_DURATION_US = 1 << 40
+MAX_COMM_BYTES = 1 << 53
+_INT64_MAX = (1 << 63) - 1
 _KINDS = {
     pb.COMP_NODE: KIND_COMP,
     pb.COMM_COLL_NODE: KIND_COLL,
@@ -122,11 +129,15 @@ def _node_list_class(packed_deps: bool = True) -> Any:
     return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.NodeList"))
 
 
-def _parse_nodes(path: Path) -> tuple[list[Any], bool]:
-    """The file's nodes, and whether their dependency lists are raw packed bytes (the usual case)."""
+def _parse_nodes(path: Path) -> tuple[list[Any], bool, list[int], bytes]:
+    """The file's nodes, whether their dependency lists are raw packed bytes (the usual case), where
+    each node's record ends in the file, and the file's bytes."""
     if not path.is_file():
         raise RunDirError(f"{path}: trace file missing")
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RunDirError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     records = chakra_io.iter_records(data, str(path))
     first = next(records, None)
     if first is None:
@@ -135,14 +146,14 @@ def _parse_nodes(path: Path) -> tuple[list[Any], bool]:
         pb.GlobalMetadata().ParseFromString(first)
     except DecodeError as exc:
         raise RunDirError(f"{path}: first record is not GlobalMetadata ({exc})") from None
-    payload = _reframed(path, data, _record_end(path, data, 0))
+    payload, record_ends = _reframed(path, data, _record_end(path, data, 0))
     node_list = _parse_payload(path, payload, packed_deps=True)
     # A field LiteNode does not know, or dependencies written unpacked (which proto3 parsers must
     # accept), land in the unknown fields; then read the file again with typed dependency lists.
     node_list.DiscardUnknownFields()
     if node_list.ByteSize() == len(payload):
-        return list(node_list.nodes), True
-    return list(_parse_payload(path, payload, packed_deps=False).nodes), False
+        return list(node_list.nodes), True, record_ends, data
+    return list(_parse_payload(path, payload, packed_deps=False).nodes), False, record_ends, data
 
 
 def _parse_payload(path: Path, payload: bytes, packed_deps: bool) -> Any:
@@ -169,24 +180,30 @@ def _record_end(path: Path, data: bytes, position: int) -> int:
     return position + size
 
 
-def _reframed(path: Path, data: bytes, start: int) -> bytes:
-    """The node records from `start` on as one `NodeList`: each record keeps its length prefix and
-    gains the field-1 tag in front, so no record is decoded or copied twice."""
+def _reframed(path: Path, data: bytes, start: int) -> tuple[bytes, list[int]]:
+    """The node records from `start` on as one `NodeList` (each record keeps its length prefix and
+    gains the field-1 tag in front, so no record is decoded or copied twice), and their end offsets."""
     view = memoryview(data)
-    records = []
+    records, ends = [], []
     position, end = start, len(data)
     while position < end:
         record_start, position = position, _record_end(path, data, position)
         records.append(view[record_start:position])
-    return _FIELD1_TAG + _FIELD1_TAG.join(records) if records else b""
+        ends.append(position)
+    return (_FIELD1_TAG + _FIELD1_TAG.join(records) if records else b""), ends
 
 
-def _attr_values(raw: tuple[bytes, ...], cache: dict[tuple[bytes, ...], dict[str, Any]]) -> dict[str, Any]:
+def _attr_values(
+    raw: tuple[bytes, ...], cache: dict[tuple[bytes, ...], dict[str, Any]], path: Path, node: Any
+) -> dict[str, Any]:
     values = cache.get(raw)
     if values is None:
         values = {}
         for blob in raw:
-            attr = pb.AttributeProto.FromString(blob)
+            try:
+                attr = pb.AttributeProto.FromString(blob)
+            except DecodeError as exc:
+                raise RunDirError(f"{path}: {_label(node)} has a corrupt attribute ({exc})") from None
             kind = attr.WhichOneof("value")
             if kind is not None:
                 values[attr.name] = getattr(attr, kind)
@@ -198,10 +215,32 @@ def _label(node: Any) -> str:
     return f"node {node.id} ({node.name.decode('utf-8', 'replace')!r})"
 
 
-def _require(values: dict[str, Any], key: str, path: Path, node: Any) -> int:
+def _require(
+    values: dict[str, Any], key: str, path: Path, node: Any, low: int = 0, high: int = _INT64_MAX
+) -> int:
+    """The integer attribute `key`, which must lie in [low, high] (an int, never a bool or a float)."""
     if key not in values:
         raise RunDirError(f"{path}: {_label(node)} lacks required attribute {key!r}")
-    return int(values[key])
+    value = values[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RunDirError(f"{path}: {_label(node)} attribute {key!r} must be an integer, not {value!r}")
+    if not low <= value <= high:
+        raise RunDirError(f"{path}: {_label(node)} attribute {key}={value} is outside {low}..{high}")
+    return value
+
+
+@dataclass(frozen=True)
+class DecodedTrace:
+    """A trace with what a byte-level comparison against it needs: the file's bytes, where each
+    node's record ends, each communication node's raw attribute blobs (empty for compute nodes), and
+    whether every communication record is its node's canonical serialization (fields in number
+    order, so the attributes, field 10, are the record's tail)."""
+
+    trace: RankTrace
+    data: bytes
+    record_ends: np.ndarray
+    attrs: list[tuple[bytes, ...]]
+    canonical: bool
 
 
 def read_rank_trace(path: Path, num_ranks: int) -> RankTrace:
@@ -210,29 +249,37 @@ def read_rank_trace(path: Path, num_ranks: int) -> RankTrace:
     Dependencies keep duplicates (a node listing the same predecessor as data and control dependency
     counts it twice and is released twice), which is consistent and saves deduplicating a million lists.
     """
-    nodes, packed_deps = _parse_nodes(path)
+    return decode_rank_trace(path, num_ranks, keep_attrs=False).trace
+
+
+def decode_rank_trace(path: Path, num_ranks: int, keep_attrs: bool = True) -> DecodedTrace:
+    """`read_rank_trace` that also returns the file layout (see DecodedTrace)."""
+    nodes, packed_deps, record_ends, data = _parse_nodes(path)
     n = len(nodes)
     ids = np.array([node.id for node in nodes], dtype=np.uint64)
     names = [node.name for node in nodes]
     kinds = _kinds(path, nodes)
-    durations = np.array([node.duration_micros for node in nodes], dtype=np.int64) * 1000
-    durations[kinds != KIND_COMP] = 0
+    durations = _durations_ns(path, nodes, kinds)
     sizes, tags = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     coll_types, peers = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
     groups = np.full(n, -1, dtype=np.int64)
     group_index: dict[str, int] = {}
     attr_cache: dict[tuple[bytes, ...], dict[str, Any]] = {}
     kind_of = kinds.tolist()
+    attrs: list[tuple[bytes, ...]] = [()] * n if keep_attrs else []
     for i in np.flatnonzero(kinds != KIND_COMP).tolist():
         node, kind = nodes[i], kind_of[i]
-        values = _attr_values(tuple(node.attr), attr_cache)
-        sizes[i] = _require(values, "comm_size", path, node)
+        raw = tuple(node.attr)
+        if keep_attrs:
+            attrs[i] = raw
+        values = _attr_values(raw, attr_cache, path, node)
+        sizes[i] = _require(values, "comm_size", path, node, high=MAX_COMM_BYTES)
         if kind == KIND_COLL:
             coll_types[i] = _require(values, "comm_type", path, node)
             groups[i] = group_index.setdefault(str(values.get("pg_name", "")), len(group_index))
             continue
         peers[i] = _peer(values, kind, num_ranks, path, node)
-        tags[i] = _require(values, "comm_tag", path, node)
+        tags[i] = _require(values, "comm_tag", path, node, low=-_INT64_MAX)
     dep_ends, deps = _packed_deps(path, nodes) if packed_deps else _typed_deps(nodes)
     name_ends = np.cumsum([len(name) for name in names], dtype=np.int64)
     trace = RankTrace(
@@ -251,7 +298,36 @@ def read_rank_trace(path: Path, num_ranks: int) -> RankTrace:
         dep_ends,
         deps,
     )
-    return _resolve_deps(trace)
+    ends = np.array(record_ends, dtype=np.int64)
+    if not keep_attrs:
+        return DecodedTrace(_resolve_deps(trace), b"", ends, [], False)
+    canonical = packed_deps and _canonical(nodes, data, ends, np.flatnonzero(kinds != KIND_COMP).tolist())
+    return DecodedTrace(_resolve_deps(trace), data, ends, attrs, canonical)
+
+
+def _canonical(nodes: list[Any], data: bytes, ends: np.ndarray, which: list[int]) -> bool:
+    """Whether each record in `which` is exactly its node's serialization, length prefix included."""
+    first = _record_end(Path("<trace>"), data, 0)
+    for i in which:
+        body = nodes[i].SerializeToString()
+        start, end = int(ends[i - 1]) if i else first, int(ends[i])
+        if data[start:end] != _VarintBytes(len(body)) + body:
+            return False
+    return True
+
+
+def _durations_ns(path: Path, nodes: list[Any], kinds: np.ndarray) -> np.ndarray:
+    """Compute durations in ns (0 for other nodes, whose `duration_micros` the engine ignores)."""
+    micros = np.array([node.duration_micros for node in nodes], dtype=np.uint64)
+    micros[kinds != KIND_COMP] = 0
+    too_long = np.flatnonzero(micros > MAX_DURATION_US)
+    if len(too_long):
+        node = nodes[int(too_long[0])]
+        raise RunDirError(
+            f"{path}: {_label(node)} duration_micros={node.duration_micros} exceeds the "
+            f"{MAX_DURATION_US} µs a node may take"
+        )
+    return micros.astype(np.int64) * 1000
 
 
 def _kinds(path: Path, nodes: list[Any]) -> np.ndarray:
@@ -302,10 +378,7 @@ def _unsupported(path: Path, node: Any) -> None:
 
 def _peer(values: dict[str, Any], kind: int, num_ranks: int, path: Path, node: Any) -> int:
     key = "comm_dst" if kind == KIND_SEND else "comm_src"
-    peer = _require(values, key, path, node)
-    if not 0 <= peer < num_ranks:
-        raise RunDirError(f"{path}: {_label(node)} {key}={peer} is not a rank (0..{num_ranks - 1})")
-    return peer
+    return _require(values, key, path, node, high=num_ranks - 1)
 
 
 def _resolve_deps(trace: RankTrace) -> RankTrace:
