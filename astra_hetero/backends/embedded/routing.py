@@ -230,7 +230,9 @@ class Router:
             hops = [(e, exits.distance(e[0])) for e in self._edges[src_node] if self.topo.is_switch[e[0]]]
             best = min((d for _, d in hops), default=_FAR)
             if best >= _FAR:
-                raise RunDirError(f"topology: no path from node {src_node} to node {dst_node} through switches")
+                raise RunDirError(
+                    f"topology: no path from node {src_node} to node {dst_node} through switches"
+                )
             first = [e for e, d in hops if d == best]
         share = {src_node: 1.0}
         latency = {src_node: 0}

@@ -24,8 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from astra_hetero.backends.embedded.tracebytes import TwinValues, ValueSpans, read_twin, value_spans
-from astra_hetero.backends.embedded.tracefile import KIND_COLL, RankTrace, decode_rank_trace
+from astra_hetero.backends.embedded.tracebytes import (
+    RankValues,
+    ValueSpans,
+    rank_values,
+    read_twin,
+    value_spans,
+)
+from astra_hetero.backends.embedded.tracefile import RankTrace, decode_rank_trace
 
 _PARALLEL_MIN_RANKS = 64  # below this, worker processes cost more than they save
 _CHUNK = 64  # twin files compared per task
@@ -103,19 +109,15 @@ def _match_twins(
 
 def _decode(path: Path, num_ranks: int) -> tuple[Any, ...]:
     decoded = decode_rank_trace(path, num_ranks)
-    trace = decoded.trace
-    coll = trace.kinds == KIND_COLL
-    names = [trace.group_names[k] for k in trace.groups[coll].tolist()]
-    base = TwinValues(names, trace.peers[trace.kinds > KIND_COLL])
-    groups, group_pattern = _pattern(base.group_names)
-    peers, peer_pattern = _pattern(base.peers.tolist())
-    return trace, value_spans(decoded), base, groups, peers, (group_pattern, peer_pattern)
+    values, group_pattern, peer_pattern = rank_values(decoded.trace)
+    spans = value_spans(decoded, group_pattern, peer_pattern)
+    return decoded.trace, spans, values, values.groups, values.peers, (group_pattern, peer_pattern)
 
 
 def _twins(
     rep_path: Path,
     spans: ValueSpans,
-    base: TwinValues,
+    base: RankValues,
     patterns: tuple[tuple[int, ...], tuple[int, ...]],
     member_paths: list[Path],
     num_ranks: int,
@@ -125,20 +127,8 @@ def _twins(
     answers: list[tuple[Any, ...]] = []
     for path in member_paths:
         values = read_twin(path, reference, spans, base, num_ranks)
-        if isinstance(values, tuple):
-            answers.append(values)
-            continue
-        groups, group_pattern = _pattern(values.group_names)
-        peers, peer_pattern = _pattern(values.peers.tolist())
-        same = group_pattern == patterns[0] and peer_pattern == patterns[1]
-        answers.append((groups, peers) if same else (-2, hash((group_pattern, peer_pattern))))
+        answers.append(values if isinstance(values, tuple) else (values.groups, values.peers))
     return answers
-
-
-def _pattern(values: list[Any]) -> tuple[tuple[Any, ...], tuple[int, ...]]:
-    """(distinct values in first-use order, each value's index into them)."""
-    index = {value: i for i, value in enumerate(dict.fromkeys(values))}
-    return tuple(index), tuple(index[v] for v in values)
 
 
 def _merge(

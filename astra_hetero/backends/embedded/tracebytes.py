@@ -13,13 +13,14 @@ two files equal outside their value spans parse to the same nodes except for tho
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
 
-from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_COMP, KIND_SEND, DecodedTrace
+from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_COMP, KIND_SEND, DecodedTrace, RankTrace
 
 _ATTR_TAG = b"\x52"  # Node.attr: field 10, length-delimited
 # AttributeProto value fields read as rank-specific: varints (int32/int64/uint32/uint64) and strings.
@@ -33,15 +34,14 @@ _VARIABLE = (b"pg_name", b"comm_src", b"comm_dst")
 
 @dataclass(frozen=True)
 class ValueSpans:
-    """Spans sorted by start. `used[i]`: the span holds its node's group (a string, `slot[i]` = the
-    node's position among the collective nodes) or peer (a varint, `slot[i]` = its position among the
-    send/recv nodes); other spans (a send's own `comm_src`, say) may differ but are not read."""
+    """Spans sorted by start. `role[i]` >= 0: the span holds its node's group (a string) or peer (a
+    varint), and `role[i]` is that group's or peer's index in the rank's list of groups or peers
+    (first use first); -1: a value that may differ but is not read (a send's own `comm_src`)."""
 
     start: np.ndarray
     length: np.ndarray
     is_string: np.ndarray
-    used: np.ndarray
-    slot: np.ndarray
+    role: np.ndarray
 
     @property
     def total(self) -> int:
@@ -50,25 +50,40 @@ class ValueSpans:
 
 
 @dataclass(frozen=True)
-class TwinValues:
-    """A rank's groups (per collective node, in node order) and peers (per send/recv node)."""
+class RankValues:
+    """Whom a rank's trace names: its groups and its peers, each in order of first use."""
 
-    group_names: list[str]
-    peers: np.ndarray
+    groups: tuple[str, ...]
+    peers: tuple[int, ...]
 
 
-def value_spans(decoded: DecodedTrace) -> ValueSpans | None:
+def rank_values(trace: RankTrace) -> tuple[RankValues, tuple[int, ...], tuple[int, ...]]:
+    """A decoded trace's groups and peers, and which of them each collective / send-recv names."""
+    names = [trace.group_names[k] for k in trace.groups[trace.kinds == KIND_COLL].tolist()]
+    groups, group_pattern = _first_use(names)
+    peers, peer_pattern = _first_use(trace.peers[trace.kinds > KIND_COLL].tolist())
+    return RankValues(groups, peers), group_pattern, peer_pattern
+
+
+def _first_use(values: list) -> tuple[tuple, tuple[int, ...]]:
+    index = {value: i for i, value in enumerate(dict.fromkeys(values))}
+    return tuple(index), tuple(index[v] for v in values)
+
+
+def value_spans(
+    decoded: DecodedTrace, group_pattern: tuple[int, ...], peer_pattern: tuple[int, ...]
+) -> ValueSpans | None:
     """The spans of every communication node's variable values; None if some record is not laid out
     canonically (then twins of this file are compared by decoding them)."""
     if not decoded.canonical:
         return None
     trace, ends = decoded.trace, decoded.record_ends
-    slot_of = np.zeros(len(trace), dtype=np.int64)
-    for nodes in (np.flatnonzero(trace.kinds == KIND_COLL), np.flatnonzero(trace.kinds > KIND_COLL)):
-        slot_of[nodes] = np.arange(len(nodes))
-    slots = slot_of.tolist()
+    role_of = np.full(len(trace), -1, dtype=np.int64)
+    role_of[trace.kinds == KIND_COLL] = group_pattern
+    role_of[trace.kinds > KIND_COLL] = peer_pattern
+    roles = role_of.tolist()
     layouts: dict[tuple[bytes, ...], list[tuple[int, int, bool, bytes]] | None] = {}
-    columns: list[list[int]] = [[], [], [], [], []]  # start, length, is_string, used, slot
+    columns: list[list[int]] = [[], [], [], []]  # start, length, is_string, role
     for i in np.flatnonzero(trace.kinds != KIND_COMP).tolist():
         raw = decoded.attrs[i]
         layout = layouts.get(raw, False)
@@ -76,20 +91,17 @@ def value_spans(decoded: DecodedTrace) -> ValueSpans | None:
             layout = layouts[raw] = _suffix_layout(raw)
         if layout is None:
             return None
-        kind = int(trace.kinds[i])
-        wanted = _USED.get(kind, _USED_RECV)
-        slot = slots[i]
+        wanted = _USED.get(int(trace.kinds[i]), _USED_RECV)
         end = int(ends[i])
         for from_end, length, is_string, name in layout:
             if (name == b"pg_name") != is_string:
                 continue  # an integer pg_name or a string endpoint: compared as fixed bytes
-            for column, value in zip(
-                columns, (end - from_end, length, is_string, name == wanted, slot), strict=True
-            ):
+            role = roles[i] if name == wanted else -1
+            for column, value in zip(columns, (end - from_end, length, is_string, role), strict=True):
                 column.append(value)
     order = np.argsort(np.array(columns[0], dtype=np.int64), kind="stable")
-    start, length, is_string, used, slot = (np.array(c, dtype=np.int64)[order] for c in columns)
-    return ValueSpans(start, length, is_string.astype(bool), used.astype(bool), slot)
+    start, length, is_string, role = (np.array(c, dtype=np.int64)[order] for c in columns)
+    return ValueSpans(start, length, is_string.astype(bool), role)
 
 
 def _suffix_layout(raw: tuple[bytes, ...]) -> list[tuple[int, int, bool, bytes]] | None:
@@ -144,94 +156,89 @@ def _varint(data: bytes, position: int) -> tuple[int | None, int]:
 
 
 def read_twin(
-    path: Path, reference: np.ndarray, spans: ValueSpans, base: TwinValues, num_ranks: int
-) -> TwinValues | tuple[int, int]:
+    path: Path, reference: np.ndarray, spans: ValueSpans, base: RankValues, num_ranks: int
+) -> RankValues | tuple[int, int]:
     """The values of the rank whose file is `path`, if it equals `reference` (the decoded file's
-    bytes) outside `spans` with every varint keeping its length. Otherwise (the first offending
-    position, the byte there): files that fail alike are probably twins of each other."""
+    bytes) outside `spans`, keeps every varint's length, and names one group (peer) wherever the
+    decoded file names one group (peer), distinct ones where it names distinct ones. Otherwise
+    (the first offending position, the byte there): files that fail alike are probably twins."""
     data = np.fromfile(path, dtype=np.uint8)
     if len(data) != len(reference):
         return (-1, 0)
     diff = np.flatnonzero(data != reference)
     if not len(diff):
         return base
-    if len(diff) > spans.total:
-        outside = diff  # more bytes differ than all spans hold
-    else:
-        span = np.searchsorted(spans.start, diff, side="right") - 1
-        inside = np.maximum(span, 0)
-        outside = diff[(span < 0) | (diff >= spans.start[inside] + spans.length[inside])]
-        if not len(outside):
-            in_varint = ~spans.is_string[span]
-            grown = (data[diff[in_varint]] ^ reference[diff[in_varint]]) & 0x80
-            outside = diff[in_varint][grown != 0]  # a varint changed length: records parse differently
-    if len(outside):
-        position = _first_outside(outside[:64], spans)
-        return (position, int(data[position]))
+    if len(diff) > spans.total:  # more bytes differ than all spans hold: look at the first few
+        outside = _outside(diff[:4096], spans, data, reference)
+        return _miss(diff[:4096][outside] if outside.any() else diff, data)
+    outside = _outside(diff, spans, data, reference)
+    if outside.any():
+        return _miss(diff[outside], data)
+    span = np.searchsorted(spans.start, diff, side="right") - 1
     changed = np.unique(span)
-    changed = changed[spans.used[changed]]
-    group_names, peers = base.group_names, base.peers
-    strings = changed[spans.is_string[changed]]
-    if len(strings):
-        group_names = list(group_names)
-        for text, slots in _strings(data, spans.start[strings], spans.length[strings], spans.slot[strings]):
-            if text is None:
-                position = int(spans.start[strings][0])
-                return (position, int(data[position]))
-            for slot in slots:
-                group_names[slot] = text
-    numeric = changed[~spans.is_string[changed]]
-    if len(numeric):
-        values = _decode_varints(data, spans.start[numeric], spans.length[numeric])
-        bad = np.flatnonzero(values >= num_ranks)
-        if len(bad):  # not a rank: decoding this file will name the node
-            position = int(spans.start[numeric][bad[0]])
-            return (position, int(data[position]))
-        peers = peers.copy()
-        peers[spans.slot[numeric]] = values
-    return TwinValues(group_names, peers)
+    changed = changed[spans.role[changed] >= 0]
+    groups = _replaced(base.groups, data, spans, changed[spans.is_string[changed]], _text)
+    peers = _replaced(base.peers, data, spans, changed[~spans.is_string[changed]], _rank_number(num_ranks))
+    if groups is None or peers is None:
+        return (-2, 0)  # names groups or peers in another pattern
+    return RankValues(groups, peers)
 
 
-def _first_outside(positions: np.ndarray, spans: ValueSpans) -> int:
-    """The first of `positions` outside every span (else the first of them)."""
+def _outside(diff: np.ndarray, spans: ValueSpans, data: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Which differing positions lie outside every span or change a varint's length."""
     if not len(spans.start):
-        return int(positions[0])
-    span = np.searchsorted(spans.start, positions, side="right") - 1
-    clear = (span < 0) | (positions >= spans.start[np.maximum(span, 0)] + spans.length[np.maximum(span, 0)])
-    return int(positions[clear][0]) if clear.any() else int(positions[0])
+        return np.ones(len(diff), dtype=bool)
+    span = np.searchsorted(spans.start, diff, side="right") - 1
+    inside = np.maximum(span, 0)
+    outside = (span < 0) | (diff >= spans.start[inside] + spans.length[inside])
+    varint = ~spans.is_string[inside]
+    return outside | (varint & (((data[diff] ^ reference[diff]) & 0x80) != 0))
 
 
-def _strings(
-    data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, slots: np.ndarray
-) -> list[tuple[str | None, list[int]]]:
-    """The distinct strings in the spans (None where not UTF-8), each with the slots holding it; a
-    rank's hundreds of collectives name a handful of groups, so each is decoded once."""
-    found: dict[bytes, list[int]] = {}
-    for length in np.unique(lengths).tolist():
-        pick = lengths == length
-        rows = data[starts[pick][:, None] + np.arange(length)[None, :]]
-        keys, inverse = np.unique(rows.view(f"V{length}").ravel(), return_inverse=True)
-        for key, where in zip(keys, _split_by(inverse, slots[pick]), strict=True):
-            found.setdefault(key.tobytes(), []).extend(where)
-    out: list[tuple[str | None, list[int]]] = []
-    for raw, where in found.items():
-        try:
-            out.append((raw.decode("utf-8"), where))
-        except UnicodeDecodeError:
-            out.append((None, where))
-    return out
+def _miss(positions: np.ndarray, data: np.ndarray) -> tuple[int, int]:
+    """Where a file first differs from the decoded one outside its values, and the byte there:
+    files of one shape other than the decoded file's share this key."""
+    position = int(positions[0])
+    return (position, int(data[position]))
 
 
-def _split_by(inverse: np.ndarray, slots: np.ndarray) -> list[list[int]]:
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.flatnonzero(np.diff(inverse[order])) + 1
-    return [part.tolist() for part in np.split(slots[order], bounds)]
+def _replaced(
+    values: tuple, data: np.ndarray, spans: ValueSpans, changed: np.ndarray, decode: Callable
+) -> tuple | None:
+    """`values` with each role whose spans changed replaced; None unless every span of a changed
+    role changed alike and the values stay distinct."""
+    if not len(changed):
+        return values
+    out = list(values)
+    roles = spans.role[changed]
+    for role in np.unique(roles).tolist():
+        where = changed[roles == role]
+        same_kind = spans.is_string == spans.is_string[where[0]]
+        if len(where) != int(np.count_nonzero((spans.role == role) & same_kind)):
+            return None
+        length = int(spans.length[where[0]])
+        rows = data[spans.start[where][:, None] + np.arange(length)[None, :]]
+        if (rows != rows[0]).any():
+            return None
+        value = decode(rows[0])
+        if value is None:
+            return None
+        out[role] = value
+    return tuple(out) if len(set(out)) == len(out) else None
 
 
-def _decode_varints(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    widest = int(lengths.max())
-    offsets = np.arange(widest)
-    index = starts[:, None] + offsets[None, :]
-    valid = offsets[None, :] < lengths[:, None]
-    groups = np.where(valid, data[np.minimum(index, len(data) - 1)].astype(np.uint64) & 0x7F, 0)
-    return (groups << (7 * offsets).astype(np.uint64)[None, :]).sum(axis=1).astype(np.int64)
+def _text(row: np.ndarray) -> str | None:
+    try:
+        return row.tobytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _rank_number(num_ranks: int):  # noqa: ANN202 - a small closure
+    def decode(row: np.ndarray) -> int | None:
+        value = 0
+        for shift, byte in enumerate(row.tolist()):
+            value |= (byte & 0x7F) << (7 * shift)
+        return value if value < num_ranks else None
+
+    return decode
