@@ -6,17 +6,19 @@ by position in the rank's list of peers. Two ranks have the same shape when thei
 node for node (ids, names, kinds, durations, sizes, tags, dependencies) and their group and peer
 patterns agree; they may differ in which groups and peers the positions name.
 
-Only one rank per shape is decoded. Every other file is compared with the decoded file of the same
-size byte for byte (`tracebytes.read_twin`), which is exact and costs a fraction of decoding; files
-that are not such twins are decoded in the next round, and shapes whose decoded traces agree are
-merged. The work is spread over worker processes (trace files are independent).
+Only representatives are decoded. Each file is read once and compared byte for byte with the
+decoded files of its size, most recently matched first (`tracebytes.twin_values`, exact and a
+fraction of the cost of decoding); a file that is nobody's twin is decoded and becomes a
+representative itself. Ranks are split into contiguous runs, one per worker process (ranks of one
+pipeline stage or replica tend to be neighbours, so a run rarely needs a representative another
+run already has); representatives of one shape found by several workers are merged by content.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,13 +30,13 @@ from astra_hetero.backends.embedded.tracebytes import (
     RankValues,
     ValueSpans,
     rank_values,
-    read_twin,
+    twin_values,
     value_spans,
 )
-from astra_hetero.backends.embedded.tracefile import RankTrace, decode_rank_trace
+from astra_hetero.backends.embedded.tracefile import RankTrace, decode_rank_trace, read_trace_bytes
 
 _PARALLEL_MIN_RANKS = 64  # below this, worker processes cost more than they save
-_CHUNK = 64  # twin files compared per task
+_RECENT = 8  # representatives a file is compared with before it is decoded itself
 
 
 @dataclass(frozen=True)
@@ -56,79 +58,54 @@ class TraceShapes:
 def read_shapes(paths: Sequence[Path], num_ranks: int, workers: int | None = None) -> TraceShapes:
     """Shapes of the trace files `paths` (one per rank, in rank order)."""
     workers = workers if workers is not None else min(2, os.cpu_count() or 1)
-    parallel = workers > 1 and len(paths) >= _PARALLEL_MIN_RANKS
-    with ProcessPoolExecutor(max_workers=workers) if parallel else _Inline() as pool:
-        sizes = [os.path.getsize(p) for p in paths]
-        found: dict[int, tuple[int, tuple[str, ...], tuple[int, ...]]] = {}  # rank -> (rep, groups, peers)
-        decoded: dict[int, tuple[RankTrace, tuple[int, ...], tuple[int, ...]]] = {}
-        remaining: dict[Any, list[int]] = {}
-        for rank, size in enumerate(sizes):
-            remaining.setdefault(size, []).append(rank)
-        while remaining:
-            by_size = {key: list(ranks) for key, ranks in remaining.items()}
-            reps = [ranks[0] for ranks in by_size.values()]
-            infos = list(pool.map(_decode, [paths[r] for r in reps], [num_ranks] * len(reps)))
-            for rep, (trace, _spans, _base, groups, peers, patterns) in zip(reps, infos, strict=True):
-                decoded[rep] = (trace, *patterns)
-                found[rep] = (rep, groups, peers)
-            for key, rep, rep_info in zip(list(by_size), reps, infos, strict=True):
-                by_size[key] = [rep, rep_info[1], rep_info[2], rep_info[5], *by_size[key][1:]]
-            remaining = _match_twins(pool, paths, by_size, num_ranks, found)
-    return _merge(found, decoded, len(paths))
+    if workers <= 1 or len(paths) < _PARALLEL_MIN_RANKS:
+        parts = [_cluster(list(range(len(paths))), list(paths), num_ranks)]
+    else:
+        bounds = np.linspace(0, len(paths), workers + 1).astype(int).tolist()
+        runs = [list(range(a, b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            parts = list(
+                pool.map(_cluster, runs, [[paths[r] for r in run] for run in runs], [num_ranks] * workers)
+            )
+    reps: dict[int, tuple[RankTrace, tuple[int, ...], tuple[int, ...]]] = {}
+    found: dict[int, tuple[int, tuple[str, ...], tuple[int, ...]]] = {}
+    for part_reps, part_found in parts:
+        reps.update(part_reps)
+        found.update(part_found)
+    return _merge(found, reps, len(paths))
 
 
-def _match_twins(
-    pool: Any,
-    paths: Sequence[Path],
-    by_size: dict[int, list[Any]],
-    num_ranks: int,
-    found: dict[int, tuple[int, tuple[str, ...], tuple[int, ...]]],
-) -> dict[Any, list[int]]:
-    """Compare every file with the decoded file of its bucket; return the ranks that are not twins,
-    bucketed by size and where they first differed (so that the next round decodes one per shape)."""
-    tasks, owners = [], []
-    for rep, spans, base, patterns, *members in by_size.values():
-        if spans is None:  # not canonical: every other file of this size is decoded in turn
-            owners.append((rep, members, None))
-            continue
-        for first in range(0, len(members), _CHUNK):
-            chunk = members[first : first + _CHUNK]
-            tasks.append((paths[rep], spans, base, patterns, [paths[m] for m in chunk], num_ranks))
-            owners.append((rep, chunk, len(tasks) - 1))
-    results = list(pool.map(_twins, *zip(*tasks, strict=True))) if tasks else []
-    unmatched: dict[Any, list[int]] = {}
-    for rep, members, task in owners:
-        answers = results[task] if task is not None else [(rank,) for rank in members]
-        for rank, answer in zip(members, answers, strict=True):
-            if isinstance(answer[0], tuple):
-                found[rank] = (rep, *answer)
-            else:
-                unmatched.setdefault((os.path.getsize(paths[rank]), rep, answer), []).append(rank)
-    return unmatched
+@dataclass
+class _Rep:
+    rank: int
+    reference: np.ndarray
+    spans: ValueSpans | None
+    values: RankValues
 
 
-def _decode(path: Path, num_ranks: int) -> tuple[Any, ...]:
-    decoded = decode_rank_trace(path, num_ranks)
-    values, group_pattern, peer_pattern = rank_values(decoded.trace)
-    spans = value_spans(decoded, group_pattern, peer_pattern)
-    return decoded.trace, spans, values, values.groups, values.peers, (group_pattern, peer_pattern)
-
-
-def _twins(
-    rep_path: Path,
-    spans: ValueSpans,
-    base: RankValues,
-    patterns: tuple[tuple[int, ...], tuple[int, ...]],
-    member_paths: list[Path],
-    num_ranks: int,
-) -> list[tuple[Any, ...]]:
-    """Per file: (groups, peers) for a twin, else a key saying where it differed."""
-    reference = np.fromfile(rep_path, dtype=np.uint8)
-    answers: list[tuple[Any, ...]] = []
-    for path in member_paths:
-        values = read_twin(path, reference, spans, base, num_ranks)
-        answers.append(values if isinstance(values, tuple) else (values.groups, values.peers))
-    return answers
+def _cluster(ranks: list[int], paths: list[Path], num_ranks: int) -> tuple[dict[int, Any], dict[int, Any]]:
+    """Leader clustering of a run of ranks: (decoded representatives, rank -> (rep, groups, peers))."""
+    recent: dict[int, list[_Rep]] = {}  # file size -> representatives, most recently matched first
+    reps: dict[int, tuple[RankTrace, tuple[int, ...], tuple[int, ...]]] = {}
+    found: dict[int, tuple[int, tuple[str, ...], tuple[int, ...]]] = {}
+    for rank, path in zip(ranks, paths, strict=True):
+        raw = read_trace_bytes(path)
+        data = np.frombuffer(raw, dtype=np.uint8)
+        candidates = recent.setdefault(len(raw), [])
+        for position, rep in enumerate(candidates):
+            values = twin_values(data, rep.reference, rep.spans, rep.values, num_ranks) if rep.spans else None
+            if values is not None:
+                found[rank] = (rep.rank, values.groups, values.peers)
+                candidates.insert(0, candidates.pop(position))
+                break
+        else:
+            decoded = decode_rank_trace(path, num_ranks, data=raw)
+            values, group_pattern, peer_pattern = rank_values(decoded.trace)
+            reps[rank] = (decoded.trace, group_pattern, peer_pattern)
+            found[rank] = (rank, values.groups, values.peers)
+            candidates.insert(0, _Rep(rank, data, value_spans(decoded, group_pattern, peer_pattern), values))
+            del candidates[_RECENT:]
+    return reps, found
 
 
 def _merge(
@@ -171,16 +148,3 @@ def _digest(trace: RankTrace, group_pattern: tuple[int, ...], peer_pattern: tupl
     h.update(trace.names)
     h.update(repr((group_pattern, peer_pattern)).encode())
     return h.digest()
-
-
-class _Inline:
-    """A stand-in for a process pool that runs tasks here (small runs)."""
-
-    def __enter__(self) -> _Inline:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        return None
-
-    def map(self, fn: Callable[..., Any], *iterables: Any) -> Any:
-        return map(fn, *iterables)

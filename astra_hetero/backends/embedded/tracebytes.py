@@ -13,9 +13,7 @@ two files equal outside their value spans parse to the same nodes except for tho
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
@@ -42,11 +40,16 @@ class ValueSpans:
     length: np.ndarray
     is_string: np.ndarray
     role: np.ndarray
+    total: int  # bytes inside spans: a file differing in more bytes cannot be a twin
+    role_sizes: dict[int, int]  # role key (2·role + is_string) -> how many spans hold it
 
-    @property
-    def total(self) -> int:
-        """Bytes inside spans: a file differing in more bytes cannot be a twin."""
-        return int(self.length.sum())
+    @staticmethod
+    def of(start: np.ndarray, length: np.ndarray, is_string: np.ndarray, role: np.ndarray) -> ValueSpans:
+        keys = (2 * role + is_string)[role >= 0].tolist()
+        sizes: dict[int, int] = {}
+        for key in keys:
+            sizes[key] = sizes.get(key, 0) + 1
+        return ValueSpans(start, length, is_string, role, int(length.sum()), sizes)
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,7 @@ def value_spans(
                 column.append(value)
     order = np.argsort(np.array(columns[0], dtype=np.int64), kind="stable")
     start, length, is_string, role = (np.array(c, dtype=np.int64)[order] for c in columns)
-    return ValueSpans(start, length, is_string.astype(bool), role)
+    return ValueSpans.of(start, length, is_string.astype(bool), role)
 
 
 def _suffix_layout(raw: tuple[bytes, ...]) -> list[tuple[int, int, bool, bytes]] | None:
@@ -155,33 +158,47 @@ def _varint(data: bytes, position: int) -> tuple[int | None, int]:
     return None, position
 
 
-def read_twin(
-    path: Path, reference: np.ndarray, spans: ValueSpans, base: RankValues, num_ranks: int
-) -> RankValues | tuple[int, int]:
-    """The values of the rank whose file is `path`, if it equals `reference` (the decoded file's
+_PROBE = 4096  # bytes compared first: files of another shape usually differ early
+
+
+def twin_values(
+    data: np.ndarray, reference: np.ndarray, spans: ValueSpans, base: RankValues, num_ranks: int
+) -> RankValues | None:
+    """The values of the rank whose file holds `data`, if it equals `reference` (the decoded file's
     bytes) outside `spans`, keeps every varint's length, and names one group (peer) wherever the
-    decoded file names one group (peer), distinct ones where it names distinct ones. Otherwise
-    (the first offending position, the byte there): files that fail alike are probably twins."""
-    data = np.fromfile(path, dtype=np.uint8)
+    decoded file names one group (peer), distinct ones where it names distinct ones; else None."""
     if len(data) != len(reference):
-        return (-1, 0)
+        return None
+    probe = np.flatnonzero(data[:_PROBE] != reference[:_PROBE])
+    if len(probe) > spans.total or _outside(probe, spans, data, reference).any():
+        return None
     diff = np.flatnonzero(data != reference)
     if not len(diff):
         return base
-    if len(diff) > spans.total:  # more bytes differ than all spans hold: look at the first few
-        outside = _outside(diff[:4096], spans, data, reference)
-        return _miss(diff[:4096][outside] if outside.any() else diff, data)
-    outside = _outside(diff, spans, data, reference)
-    if outside.any():
-        return _miss(diff[outside], data)
-    span = np.searchsorted(spans.start, diff, side="right") - 1
-    changed = np.unique(span)
-    changed = changed[spans.role[changed] >= 0]
-    groups = _replaced(base.groups, data, spans, changed[spans.is_string[changed]], _text)
-    peers = _replaced(base.peers, data, spans, changed[~spans.is_string[changed]], _rank_number(num_ranks))
-    if groups is None or peers is None:
-        return (-2, 0)  # names groups or peers in another pattern
-    return RankValues(groups, peers)
+    if len(diff) > spans.total or _outside(diff, spans, data, reference).any():
+        return None
+    hit = np.zeros(len(spans.start), dtype=bool)
+    hit[np.searchsorted(spans.start, diff, side="right") - 1] = True
+    changed = np.flatnonzero(hit & (spans.role >= 0))
+    groups, peers = list(base.groups), list(base.peers)
+    keys = 2 * spans.role[changed] + spans.is_string[changed]
+    distinct = set(keys.tolist())
+    for key in distinct:
+        where = changed[keys == key] if len(distinct) > 1 else changed
+        if len(where) != spans.role_sizes[key]:
+            return None  # names one group (peer) where the decoded file names several
+        length = int(spans.length[where[0]])
+        rows = data[spans.start[where][:, None] + np.arange(length)[None, :]]
+        if (rows != rows[0]).any():
+            return None
+        role, is_string = divmod(key, 2)
+        value = _text(rows[0]) if is_string else _rank_number(rows[0], num_ranks)
+        if value is None:
+            return None
+        (groups if is_string else peers)[role] = value
+    if len(set(groups)) != len(groups) or len(set(peers)) != len(peers):
+        return None  # two roles now name one group or peer: another pattern
+    return RankValues(tuple(groups), tuple(peers))
 
 
 def _outside(diff: np.ndarray, spans: ValueSpans, data: np.ndarray, reference: np.ndarray) -> np.ndarray:
@@ -195,38 +212,6 @@ def _outside(diff: np.ndarray, spans: ValueSpans, data: np.ndarray, reference: n
     return outside | (varint & (((data[diff] ^ reference[diff]) & 0x80) != 0))
 
 
-def _miss(positions: np.ndarray, data: np.ndarray) -> tuple[int, int]:
-    """Where a file first differs from the decoded one outside its values, and the byte there:
-    files of one shape other than the decoded file's share this key."""
-    position = int(positions[0])
-    return (position, int(data[position]))
-
-
-def _replaced(
-    values: tuple, data: np.ndarray, spans: ValueSpans, changed: np.ndarray, decode: Callable
-) -> tuple | None:
-    """`values` with each role whose spans changed replaced; None unless every span of a changed
-    role changed alike and the values stay distinct."""
-    if not len(changed):
-        return values
-    out = list(values)
-    roles = spans.role[changed]
-    for role in np.unique(roles).tolist():
-        where = changed[roles == role]
-        same_kind = spans.is_string == spans.is_string[where[0]]
-        if len(where) != int(np.count_nonzero((spans.role == role) & same_kind)):
-            return None
-        length = int(spans.length[where[0]])
-        rows = data[spans.start[where][:, None] + np.arange(length)[None, :]]
-        if (rows != rows[0]).any():
-            return None
-        value = decode(rows[0])
-        if value is None:
-            return None
-        out[role] = value
-    return tuple(out) if len(set(out)) == len(out) else None
-
-
 def _text(row: np.ndarray) -> str | None:
     try:
         return row.tobytes().decode("utf-8")
@@ -234,11 +219,8 @@ def _text(row: np.ndarray) -> str | None:
         return None
 
 
-def _rank_number(num_ranks: int):  # noqa: ANN202 - a small closure
-    def decode(row: np.ndarray) -> int | None:
-        value = 0
-        for shift, byte in enumerate(row.tolist()):
-            value |= (byte & 0x7F) << (7 * shift)
-        return value if value < num_ranks else None
-
-    return decode
+def _rank_number(row: np.ndarray, num_ranks: int) -> int | None:
+    value = 0
+    for shift, byte in enumerate(row.tolist()):
+        value |= (byte & 0x7F) << (7 * shift)
+    return value if value < num_ranks else None

@@ -129,15 +129,20 @@ def _node_list_class(packed_deps: bool = True) -> Any:
     return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.NodeList"))
 
 
-def _parse_nodes(path: Path) -> tuple[list[Any], bool, list[int], bytes]:
-    """The file's nodes, whether their dependency lists are raw packed bytes (the usual case), where
-    each node's record ends in the file, and the file's bytes."""
+def read_trace_bytes(path: Path) -> bytes:
     if not path.is_file():
         raise RunDirError(f"{path}: trace file missing")
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise RunDirError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+
+
+def _parse_nodes(path: Path, data: bytes | None = None) -> tuple[list[Any], bool, list[int], bytes]:
+    """The file's nodes, whether their dependency lists are raw packed bytes (the usual case), where
+    each node's record ends in the file, and the file's bytes (`data`, if the caller read them)."""
+    if data is None:
+        data = read_trace_bytes(path)
     records = chakra_io.iter_records(data, str(path))
     first = next(records, None)
     if first is None:
@@ -252,9 +257,12 @@ def read_rank_trace(path: Path, num_ranks: int) -> RankTrace:
     return decode_rank_trace(path, num_ranks, keep_attrs=False).trace
 
 
-def decode_rank_trace(path: Path, num_ranks: int, keep_attrs: bool = True) -> DecodedTrace:
-    """`read_rank_trace` that also returns the file layout (see DecodedTrace)."""
-    nodes, packed_deps, record_ends, data = _parse_nodes(path)
+def decode_rank_trace(
+    path: Path, num_ranks: int, keep_attrs: bool = True, data: bytes | None = None
+) -> DecodedTrace:
+    """`read_rank_trace` that also returns the file layout (see DecodedTrace); `data`: the file's
+    bytes if the caller has them."""
+    nodes, packed_deps, record_ends, data = _parse_nodes(path, data)
     n = len(nodes)
     ids = np.array([node.id for node in nodes], dtype=np.uint64)
     names = [node.name for node in nodes]
