@@ -26,11 +26,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="summarize and compare finished runs (tables, PNG plots, report.json/.md)",
         description="Summarize one run directory, or compare several (the first is the reference).",
     )
-    parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
-                        help="run directory holding result.json")
-    parser.add_argument("-o", "--output", type=Path, default=None, metavar="OUT_DIR",
-                        help="where to write the report (default: RUN_DIR/report for one run, "
-                             "a 'report' directory beside the first run for several)")
+    parser.add_argument(
+        "run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="run directory holding result.json"
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=None,
+        metavar="OUT_DIR",
+        help="where to write the report (default: RUN_DIR/report for one run, "
+        "a 'report' directory beside the first run for several)",
+    )
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     parser.set_defaults(func=run)
 
@@ -50,8 +57,10 @@ def run(args: argparse.Namespace) -> int:
 def run_labels(run_dirs: Sequence[Path]) -> list[str]:
     """Directory names; where two runs share a name, the parent directory is prefixed, then a number."""
     names = [d.resolve().name for d in run_dirs]
-    labels = [f"{d.resolve().parent.name}/{n}" if names.count(n) > 1 else n
-              for d, n in zip(run_dirs, names, strict=True)]
+    labels = [
+        f"{d.resolve().parent.name}/{n}" if names.count(n) > 1 else n
+        for d, n in zip(run_dirs, names, strict=True)
+    ]
     distinct: list[str] = []
     for label in labels:
         candidate, n = label, 2
@@ -75,8 +84,9 @@ def report_text(results: Sequence[tuple[str, RunResult]]) -> str:
     return "\n".join(parts)
 
 
-def write_report(results: Sequence[tuple[str, RunResult]], run_dirs: Sequence[Path], out_dir: Path,
-                 plots: bool = True) -> list[Path]:
+def write_report(
+    results: Sequence[tuple[str, RunResult]], run_dirs: Sequence[Path], out_dir: Path, plots: bool = True
+) -> list[Path]:
     """Write PNGs (unless `plots` is false), report.json and report.md into `out_dir`; return their paths."""
     summaries = summarize(results)
     with publish(out_dir) as staging:
@@ -96,8 +106,10 @@ def write_report(results: Sequence[tuple[str, RunResult]], run_dirs: Sequence[Pa
 
 def _markdown(summaries: Sequence[RunSummary], run_dirs: Sequence[Path], plots: Sequence[str]) -> str:
     lines = ["# astra-hetero report", ""]
-    lines += [f"- **{s.label}**: `{run_dir}` ({s.result.backend}, {s.result.num_ranks} ranks)"
-              for s, run_dir in zip(summaries, run_dirs, strict=True)]
+    lines += [
+        f"- **{s.label}**: `{run_dir}` ({s.result.backend}, {s.result.num_ranks} ranks)"
+        for s, run_dir in zip(summaries, run_dirs, strict=True)
+    ]
     sections = ["\n".join(lines) + "\n"]
     if len(summaries) >= 2:
         sections.append("## Comparison\n\n" + to_markdown(comparison_tables(summaries)))

@@ -14,20 +14,29 @@ from astra_hetero.sweep.run import CSV_NAME, first_line
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("sweep", help="run a list or grid of spec variants and tabulate them")
     parser.add_argument("sweep_file", type=Path, help="sweep file (YAML): a base spec plus grid or variants")
-    parser.add_argument("-o", "--output", type=Path, required=True,
-                        help="directory for the points and sweep.csv")
-    parser.add_argument("--backend", choices=backend_names(),
-                        help="simulator for every point (default: the sweep file's, else embedded)")
+    parser.add_argument(
+        "-o", "--output", type=Path, required=True, help="directory for the points and sweep.csv"
+    )
+    parser.add_argument(
+        "--backend",
+        choices=backend_names(),
+        help="simulator for every point (default: the sweep file's, else embedded)",
+    )
     parser.add_argument("--jobs", "-j", type=int, default=1, help="points run in parallel (local processes)")
-    parser.add_argument("--ray", metavar="ADDRESS",
-                        help="run the points as tasks on this Ray cluster ('auto', 'ray://host:10001'); "
-                             "OUT_DIR must be visible to every node")
+    parser.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run the points as tasks on this Ray cluster ('auto', 'ray://host:10001'); "
+        "OUT_DIR must be visible to every node",
+    )
     parser.add_argument("--binary", help="ASTRA-sim binary to use (ASTRA-sim backends)")
-    parser.add_argument("--bin-dir", help="directory holding the ASTRA-sim binaries "
-                                          "(else $ASTRA_SIM_BIN_DIR, PATH)")
+    parser.add_argument(
+        "--bin-dir", help="directory holding the ASTRA-sim binaries (else $ASTRA_SIM_BIN_DIR, PATH)"
+    )
     parser.add_argument("--docker", metavar="IMAGE", help="run the ASTRA-sim binary inside this Docker image")
-    parser.add_argument("--timeout", type=float, metavar="SECONDS",
-                        help="per point (default: the sweep file's)")
+    parser.add_argument(
+        "--timeout", type=float, metavar="SECONDS", help="per point (default: the sweep file's)"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=sweep)
 
@@ -41,8 +50,14 @@ def sweep(args: argparse.Namespace) -> int:
     args.backend = args.backend or plan.backend or "embedded"
     args.timeout = args.timeout if args.timeout is not None else plan.timeout_s
     console = Console()
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, disable=args.quiet) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=args.quiet,
+    ) as bar:
         task = bar.add_task(f"{plan.name} ({args.backend})", total=len(plan.points))
 
         def done(outcome: PointOutcome) -> None:
@@ -50,17 +65,27 @@ def sweep(args: argparse.Namespace) -> int:
                 bar.console.print(f"[red]failed[/red] {outcome.name}: {first_line(outcome.error)}")
             bar.advance(task)
 
-        outcomes = run_sweep(plan, args.output, args.backend, backend_options(args), jobs=args.jobs,
-                             ray_address=args.ray, on_done=done)
+        outcomes = run_sweep(
+            plan,
+            args.output,
+            args.backend,
+            backend_options(args),
+            jobs=args.jobs,
+            ray_address=args.ray,
+            on_done=done,
+        )
     table = Table(title=f"{plan.name}: {len(plan.points)} points, backend {args.backend}")
     for column in ("point", "status", "iteration (ms)", "mean idle (ms)", "error"):
         table.add_column(column, justify="right" if "ms" in column else "left")
     for outcome in outcomes:
         metrics = outcome.metrics
-        table.add_row(outcome.name, "ok" if outcome.ok else "failed",
-                      f"{metrics['iteration_time_us'] / 1e3:.3f}" if outcome.ok else "",
-                      f"{metrics['mean_idle_us'] / 1e3:.3f}" if outcome.ok else "",
-                      first_line(outcome.error)[:80])
+        table.add_row(
+            outcome.name,
+            "ok" if outcome.ok else "failed",
+            f"{metrics['iteration_time_us'] / 1e3:.3f}" if outcome.ok else "",
+            f"{metrics['mean_idle_us'] / 1e3:.3f}" if outcome.ok else "",
+            first_line(outcome.error)[:80],
+        )
     console.print(table)
     num_failed = sum(not outcome.ok for outcome in outcomes)
     failures = f"; {num_failed} point(s) failed" if num_failed else ""

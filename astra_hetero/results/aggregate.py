@@ -57,8 +57,10 @@ class GroupStats:
             "num_ranks": self.num_ranks,
             "gpus": list(self.gpus),
             "stages": list(self.stages),
-            **{name: vars(getattr(self, name)) for name in
-               ("compute_us", "exposed_comm_us", "idle_us", "finish_us")},
+            **{
+                name: vars(getattr(self, name))
+                for name in ("compute_us", "exposed_comm_us", "idle_us", "finish_us")
+            },
             "total_idle_us": self.total_idle_us,
         }
 

@@ -34,8 +34,10 @@ def write_plots(results: Sequence[tuple[str, RunResult]], out_dir: Path) -> list
     out_dir.mkdir(parents=True, exist_ok=True)
     summaries = summarize(results)
     names = _file_stems([s.label for s in summaries])
-    paths = [plot_rank_breakdown(s.result, out_dir / f"ranks-{name}.png", s.label)
-             for s, name in zip(summaries, names, strict=True)]
+    paths = [
+        plot_rank_breakdown(s.result, out_dir / f"ranks-{name}.png", s.label)
+        for s, name in zip(summaries, names, strict=True)
+    ]
     paths.append(plot_stage_times(summaries, out_dir / "stages.png"))
     if len(summaries) >= 2:
         paths.append(plot_iteration_times(summaries, out_dir / "iteration.png"))
@@ -48,8 +50,12 @@ def plot_rank_breakdown(result: RunResult, path: Path, label: str = "") -> Path:
     per_rank = result.num_ranks <= MAX_RANK_BARS
     groups = group_ranks(result, "rank" if per_rank else "stage_gpu")
     gpu_of = {f"rank {r.rank}": r for r in result.ranks}
-    labels = [f"{g.label} · {gpu_of[g.label].gpu} · s{gpu_of[g.label].stage}" if per_rank
-              else f"{g.label} (×{g.num_ranks})" for g in groups]
+    labels = [
+        f"{g.label} · {gpu_of[g.label].gpu} · s{gpu_of[g.label].stage}"
+        if per_rank
+        else f"{g.label} (×{g.num_ranks})"
+        for g in groups
+    ]
     scale, unit = time_unit(result.iteration_time_us)
     fig = _figure(width=9.0, height=1.5 + 0.22 * len(groups))
     ax = fig.subplots()
@@ -92,8 +98,10 @@ def plot_iteration_times(summaries: Sequence[RunSummary], path: Path) -> Path:
     ax = fig.subplots()
     values = [s.result.iteration_time_us / scale for s in summaries]
     bars = ax.bar([s.label for s in summaries], values, color=PARTS[0][1])
-    notes = [f"{v:,.2f} {unit}\n" + ("n/a" if math.isnan(s.ratio_to_first) else f"{s.ratio_to_first:.2f}x")
-             for v, s in zip(values, summaries, strict=True)]
+    notes = [
+        f"{v:,.2f} {unit}\n" + ("n/a" if math.isnan(s.ratio_to_first) else f"{s.ratio_to_first:.2f}x")
+        for v, s in zip(values, summaries, strict=True)
+    ]
     ax.bar_label(bars, labels=notes, fontsize="small", padding=2)
     ax.set_ylim(0, max(values + [0.0]) * 1.2 or 1.0)
     ax.set_ylabel(f"iteration time ({unit})")
@@ -115,8 +123,9 @@ def _stacked_barh(ax: Axes, labels: list[str], groups: list[GroupStats], scale: 
 def _legend(fig: Figure, ax: Axes) -> None:
     # Below the axes, so that it never hides a bar.
     handles, labels = ax.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize="small",
-               frameon=False)
+    fig.legend(
+        handles, labels, loc="outside lower center", ncols=len(labels), fontsize="small", frameon=False
+    )
 
 
 def _figure(width: float, height: float) -> Figure:

@@ -46,22 +46,27 @@ def summary_tables(summary: RunSummary) -> list[TextTable]:
     result = summary.result
     scale, unit = time_unit(result.iteration_time_us)
     spread_columns = (f"compute ({unit})", f"exposed comm ({unit})", f"idle ({unit})")
-    title = (f"{summary.label}: {result.backend}, {result.num_ranks} ranks, "
-             f"iteration {format_number(result.iteration_time_us / scale)} {unit}; by pipeline stage")
+    title = (
+        f"{summary.label}: {result.backend}, {result.num_ranks} ranks, "
+        f"iteration {format_number(result.iteration_time_us / scale)} {unit}; by pipeline stage"
+    )
     by_stage = TextTable(
         title=title,
         columns=("stage", "ranks", "GPUs", *spread_columns),
-        rows=tuple((g.label, str(g.num_ranks), ", ".join(g.gpus), *_spreads(g, scale))
-                   for g in summary.stages),
+        rows=tuple(
+            (g.label, str(g.num_ranks), ", ".join(g.gpus), *_spreads(g, scale)) for g in summary.stages
+        ),
         caption="cells: min / mean / max over the group's ranks"
-                + (f"; {len(result.warnings)} warning(s) in result.json" if result.warnings else ""),
+        + (f"; {len(result.warnings)} warning(s) in result.json" if result.warnings else ""),
     )
     shares = summary.idle_share_by_gpu
     by_gpu = TextTable(
         title=f"{summary.label}: by GPU type",
         columns=("GPU", "ranks", "stages", *spread_columns, "idle share"),
-        rows=tuple((g.label, str(g.num_ranks), _ranges(g.stages), *_spreads(g, scale),
-                    f"{shares[g.label]:.0%}") for g in summary.gpus),
+        rows=tuple(
+            (g.label, str(g.num_ranks), _ranges(g.stages), *_spreads(g, scale), f"{shares[g.label]:.0%}")
+            for g in summary.gpus
+        ),
     )
     return [by_stage, by_gpu]
 
@@ -72,15 +77,24 @@ def comparison_tables(summaries: Sequence[RunSummary]) -> list[TextTable]:
     iteration = TextTable(
         title=f"iteration time (reference: {labels[0]})",
         columns=("run", "backend", "ranks", f"iteration ({unit})", "ratio to first"),
-        rows=tuple((s.label, s.result.backend, str(s.result.num_ranks),
-                    format_number(s.result.iteration_time_us / scale), _ratio(s.ratio_to_first))
-                   for s in summaries),
+        rows=tuple(
+            (
+                s.label,
+                s.result.backend,
+                str(s.result.num_ranks),
+                format_number(s.result.iteration_time_us / scale),
+                _ratio(s.ratio_to_first),
+            )
+            for s in summaries
+        ),
     )
     stages = TextTable(
         title=f"per-stage busy time ({unit}): compute + exposed comm, mean over the stage's ranks",
         columns=("stage", *labels),
-        rows=tuple((f"stage {stage}", *(_busy(s.stage(stage), scale) for s in summaries))
-                   for stage in all_stages(summaries)),
+        rows=tuple(
+            (f"stage {stage}", *(_busy(s.stage(stage), scale) for s in summaries))
+            for stage in all_stages(summaries)
+        ),
     )
     idle = TextTable(
         title=f"where the idle time sits: mean idle per rank ({unit}) and share of the run's idle",
@@ -97,8 +111,9 @@ def time_unit(largest_us: float) -> tuple[float, str]:
 
 def to_text(tables: Iterable[TextTable], width: int = WIDTH) -> str:
     buffer = io.StringIO()
-    console = Console(file=buffer, width=width, color_system=None, force_terminal=False,
-                      highlight=False, emoji=False)
+    console = Console(
+        file=buffer, width=width, color_system=None, force_terminal=False, highlight=False, emoji=False
+    )
     for table in tables:
         # Title and caption are printed apart from the table so that they never wrap to its width.
         console.print(table.title)
@@ -125,8 +140,12 @@ def _tidy(text: str) -> str:
 def to_markdown(tables: Iterable[TextTable]) -> str:
     parts: list[str] = []
     for table in tables:
-        lines = [f"### {table.title}", "", "| " + " | ".join(table.columns) + " |",
-                 "|" + "|".join(["---"] + ["---:"] * (len(table.columns) - 1)) + "|"]
+        lines = [
+            f"### {table.title}",
+            "",
+            "| " + " | ".join(table.columns) + " |",
+            "|" + "|".join(["---"] + ["---:"] * (len(table.columns) - 1)) + "|",
+        ]
         lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in table.rows]
         if table.caption:
             lines += ["", table.caption]
@@ -135,8 +154,11 @@ def to_markdown(tables: Iterable[TextTable]) -> str:
 
 
 def _spreads(group: GroupStats, scale: float) -> tuple[str, str, str]:
-    return (_spread(group.compute_us, scale), _spread(group.exposed_comm_us, scale),
-            _spread(group.idle_us, scale))
+    return (
+        _spread(group.compute_us, scale),
+        _spread(group.exposed_comm_us, scale),
+        _spread(group.idle_us, scale),
+    )
 
 
 def _spread(spread: Spread, scale: float) -> str:

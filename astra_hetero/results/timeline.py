@@ -57,8 +57,12 @@ def build_trace(result: RunResult, spans: Sequence[Span]) -> dict[str, Any]:
 
 def summary_spans(result: RunResult) -> list[Span]:
     """One span per rank from 0 to its finish time, for backends that report no timeline."""
-    return [Span(rank=r.rank, kind="summary", name="iteration (summary)", start_ns=0,
-                 end_ns=us_to_ns(r.finish_us)) for r in result.ranks]
+    return [
+        Span(
+            rank=r.rank, kind="summary", name="iteration (summary)", start_ns=0, end_ns=us_to_ns(r.finish_us)
+        )
+        for r in result.ranks
+    ]
 
 
 def track_name(rank: RankResult) -> str:
@@ -70,8 +74,10 @@ def _check_spans(spans: Sequence[Span], ranks: dict[int, RankResult]) -> None:
         if span.rank not in ranks:
             raise ValueError(f"span {span.name!r}: rank {span.rank} is not in the result")
         if span.end_ns < span.start_ns:
-            raise ValueError(f"span {span.name!r} on rank {span.rank}: ends ({span.end_ns} ns) "
-                             f"before it starts ({span.start_ns} ns)")
+            raise ValueError(
+                f"span {span.name!r} on rank {span.rank}: ends ({span.end_ns} ns) "
+                f"before it starts ({span.start_ns} ns)"
+            )
 
 
 def _assign_lanes(spans: Sequence[Span]) -> list[tuple[int, int]]:
@@ -120,13 +126,23 @@ def _metadata_events(ranks: dict[int, RankResult], threads: set[tuple[int, int]]
     """Process names and sort order for every rank (even one without spans), thread names per lane."""
     events: list[dict[str, Any]] = []
     for rank in sorted(ranks):
-        events.append({"name": "process_name", "ph": "M", "pid": rank, "tid": 0,
-                       "args": {"name": track_name(ranks[rank])}})
-        events.append({"name": "process_sort_index", "ph": "M", "pid": rank, "tid": 0,
-                       "args": {"sort_index": rank}})
+        events.append(
+            {
+                "name": "process_name",
+                "ph": "M",
+                "pid": rank,
+                "tid": 0,
+                "args": {"name": track_name(ranks[rank])},
+            }
+        )
+        events.append(
+            {"name": "process_sort_index", "ph": "M", "pid": rank, "tid": 0, "args": {"sort_index": rank}}
+        )
     for pid, tid in sorted(threads):
-        events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
-                       "args": {"name": _thread_name(tid)}})
-        events.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid,
-                       "args": {"sort_index": tid}})
+        events.append(
+            {"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": _thread_name(tid)}}
+        )
+        events.append(
+            {"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}}
+        )
     return events

@@ -93,8 +93,10 @@ def plan_sweep(data: Any, directory: Path) -> Sweep:
     base = _base_data(sweep.base, directory)
     if sweep.grid is not None:
         keys = tuple(sweep.grid)
-        named = [(_grid_name(keys, values), dict(zip(keys, values, strict=True)))
-                 for values in itertools.product(*sweep.grid.values())]
+        named = [
+            (_grid_name(keys, values), dict(zip(keys, values, strict=True)))
+            for values in itertools.product(*sweep.grid.values())
+        ]
         where = "grid"
     else:
         keys = tuple(dict.fromkeys(key for variant in sweep.variants or [] for key in variant.set))

@@ -22,8 +22,14 @@ from astra_hetero.rundir import write_text_atomic
 from astra_hetero.sweep.plan import Sweep, SweepPoint
 
 CSV_NAME = "sweep.csv"
-METRICS = ("iteration_time_us", "num_ranks", "mean_compute_us", "mean_exposed_comm_us", "mean_idle_us",
-           "max_idle_us")
+METRICS = (
+    "iteration_time_us",
+    "num_ranks",
+    "mean_compute_us",
+    "mean_exposed_comm_us",
+    "mean_idle_us",
+    "max_idle_us",
+)
 
 
 @dataclass(frozen=True)
@@ -57,12 +63,19 @@ def run_point(point: SweepPoint, out_dir: str, backend: str, options: dict[str, 
         return _failed(point, run_dir, str(exc))
     except Exception as exc:  # a bug hit by one point must not end the other points
         return _failed(point, run_dir, f"{type(exc).__name__}: {exc}")
-    return PointOutcome(point.index, point.name, point.overrides, str(run_dir), metrics=_metrics(result),
-                        warnings=result.warnings)
+    return PointOutcome(
+        point.index,
+        point.name,
+        point.overrides,
+        str(run_dir),
+        metrics=_metrics(result),
+        warnings=result.warnings,
+    )
 
 
-def run_local(sweep: Sweep, out_dir: Path, backend: str, options: dict[str, Any], jobs: int,
-              on_done: OnDone) -> list[PointOutcome]:
+def run_local(
+    sweep: Sweep, out_dir: Path, backend: str, options: dict[str, Any], jobs: int, on_done: OnDone
+) -> list[PointOutcome]:
     if jobs < 1:
         raise BackendUnavailable(f"--jobs must be at least 1, got {jobs}")
     outcomes = []
@@ -73,8 +86,9 @@ def run_local(sweep: Sweep, out_dir: Path, backend: str, options: dict[str, Any]
         return outcomes
     # spawn: the parent runs a progress thread, and forking a threaded process is unsafe.
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(run_point, point, str(out_dir), backend, options): point
-                   for point in sweep.points}
+        futures = {
+            pool.submit(run_point, point, str(out_dir), backend, options): point for point in sweep.points
+        }
         for future in as_completed(futures):
             point = futures[future]
             try:
@@ -86,8 +100,9 @@ def run_local(sweep: Sweep, out_dir: Path, backend: str, options: dict[str, Any]
     return sorted(outcomes, key=lambda o: o.index)
 
 
-def run_on_ray(sweep: Sweep, out_dir: Path, backend: str, options: dict[str, Any], address: str,
-               on_done: OnDone) -> list[PointOutcome]:
+def run_on_ray(
+    sweep: Sweep, out_dir: Path, backend: str, options: dict[str, Any], address: str, on_done: OnDone
+) -> list[PointOutcome]:
     """Each point as one Ray task. OUT_DIR must be on a filesystem every Ray node sees."""
     try:
         import ray
@@ -117,9 +132,15 @@ def run_on_ray(sweep: Sweep, out_dir: Path, backend: str, options: dict[str, Any
     return sorted(outcomes, key=lambda o: o.index)
 
 
-def run_sweep(sweep: Sweep, out_dir: Path, backend: str, options: dict[str, Any] | None = None,
-              jobs: int = 1, ray_address: str | None = None,
-              on_done: OnDone | None = None) -> list[PointOutcome]:
+def run_sweep(
+    sweep: Sweep,
+    out_dir: Path,
+    backend: str,
+    options: dict[str, Any] | None = None,
+    jobs: int = 1,
+    ray_address: str | None = None,
+    on_done: OnDone | None = None,
+) -> list[PointOutcome]:
     """Run every point, write OUT_DIR/sweep.csv, return the outcomes in point order."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -138,15 +159,17 @@ def write_csv(path: Path, override_keys: Sequence[str], outcomes: Sequence[Point
     writer = csv.writer(buffer)
     writer.writerow(["point", *override_keys, "status", *METRICS, "num_warnings", "run_dir", "error"])
     for outcome in outcomes:
-        writer.writerow([
-            outcome.name,
-            *(_cell(outcome.overrides.get(key, "")) for key in override_keys),
-            "ok" if outcome.ok else "failed",
-            *(_cell(outcome.metrics.get(metric, "")) for metric in METRICS),
-            len(outcome.warnings),
-            outcome.run_dir,
-            first_line(outcome.error),
-        ])
+        writer.writerow(
+            [
+                outcome.name,
+                *(_cell(outcome.overrides.get(key, "")) for key in override_keys),
+                "ok" if outcome.ok else "failed",
+                *(_cell(outcome.metrics.get(metric, "")) for metric in METRICS),
+                len(outcome.warnings),
+                outcome.run_dir,
+                first_line(outcome.error),
+            ]
+        )
     write_text_atomic(path, buffer.getvalue())
     return path
 

@@ -72,8 +72,12 @@ def plan_workload(spec: Spec) -> WorkloadPlan:
     )
     check_memory(spec, layout, partition)
     groups = _comm_groups(spec, layout)
-    contexts = [_context(spec, layout, partition, groups, blocks, rank) for rank in range(layout.num_ranks)]
-    bindings = [_binding(spec, layout, groups, rank) for rank in range(layout.num_ranks)]
+    of_rank: list[list[CommGroup]] = [[] for _ in range(layout.num_ranks)]
+    for group in groups:  # each rank's groups, found once rather than by scanning every group per rank
+        for rank in group.ranks:
+            of_rank[rank].append(group)
+    contexts = [_context(spec, layout, partition, of_rank[r], blocks, r) for r in range(layout.num_ranks)]
+    bindings = [_binding(spec, layout, of_rank[r], r) for r in range(layout.num_ranks)]
     return WorkloadPlan(spec, layout, partition, groups, contexts, bindings)
 
 
@@ -109,13 +113,14 @@ def _comm_groups(spec: Spec, layout: Layout) -> list[CommGroup]:
 
 
 def _binding(spec: Spec, layout: Layout, groups: list[CommGroup], rank: int) -> RankBinding:
+    """`groups`: the comm groups holding `rank`."""
     place = layout.placements[rank]
     peers = {}
     if place.stage > 0:
         peers["prev"] = layout.rank_of(place.stage - 1, place.replica, place.tp_index)
     if place.stage < spec.parallelism.pp - 1:
         peers["next"] = layout.rank_of(place.stage + 1, place.replica, place.tp_index)
-    return RankBinding(rank, {g.kind: g.id for g in groups if rank in g.ranks}, peers)
+    return RankBinding(rank, {g.kind: g.id for g in groups}, peers)
 
 
 def _context(
@@ -134,7 +139,7 @@ def _context(
     grad_width = 4 if par.grad_reduce_in_fp32 else BYTES_BF16
     params, extra_params = stage_parameters(model, par, stage, end - first)
     tokens = par.micro_batch_size * model.seq_len
-    roles = {g.kind for g in groups if rank in g.ranks}
+    roles = {g.kind for g in groups}
     return RankContext(
         stage=stage,
         num_stages=par.pp,

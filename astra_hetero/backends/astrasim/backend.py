@@ -22,8 +22,10 @@ from astra_hetero.results.model import RankResult, RunOutput, RunResult
 CYCLES_NOTE = "ASTRA-sim cycles are nanoseconds; times here are microseconds (cycles / 1000)"
 # ASTRA-sim reports finish = GPU time + exposed communication for every rank (checked on real output), so
 # its "exposed communication" includes pipeline bubbles and waiting on peers.
-EXPOSED_NOTE = ("exposed_comm_us is ASTRA-sim's exposed communication (finish − GPU time): it includes "
-                "pipeline bubbles and waiting on peers; idle_us is the time after a rank finished")
+EXPOSED_NOTE = (
+    "exposed_comm_us is ASTRA-sim's exposed communication (finish − GPU time): it includes "
+    "pipeline bubbles and waiting on peers; idle_us is the time after a rank finished"
+)
 
 
 @dataclass(frozen=True)
@@ -58,8 +60,12 @@ class AstraSimBackend:
         outcome, argv = self._execute(run_dir, log_path)
         text = log_path.read_text(errors="replace")
         parsed = parse_output(text, len(labels), outcome, binary=Path(argv[0]).name)
-        meta = {"argv": list(argv), "log": self.log_name, "docker_image": self.docker_image,
-                "exposed_comm_note": EXPOSED_NOTE}
+        meta = {
+            "argv": list(argv),
+            "log": self.log_name,
+            "docker_image": self.docker_image,
+            "exposed_comm_note": EXPOSED_NOTE,
+        }
         return RunOutput(to_result(self.name, parsed, labels, outcome, meta))
 
     def _execute(self, run_dir: Path, log_path: Path) -> tuple[ProcessOutcome, tuple[str, ...]]:
@@ -93,8 +99,13 @@ def rank_labels(manifest: dict[str, Any], run_dir: Path) -> list[dict[str, Any]]
     return ranks
 
 
-def to_result(backend: str, parsed: ParsedRun, labels: list[dict[str, Any]], outcome: ProcessOutcome,
-              meta: dict[str, Any]) -> RunResult:
+def to_result(
+    backend: str,
+    parsed: ParsedRun,
+    labels: list[dict[str, Any]],
+    outcome: ProcessOutcome,
+    meta: dict[str, Any],
+) -> RunResult:
     """Cycles -> µs. idle = iteration − compute − exposed communication (bubbles, waiting on peers)."""
     iteration_cycles = max(rank.finish for rank in parsed.ranks)
     iteration_us = iteration_cycles / 1000
@@ -102,22 +113,40 @@ def to_result(backend: str, parsed: ParsedRun, labels: list[dict[str, Any]], out
     for cycles, label in zip(parsed.ranks, labels, strict=True):
         # Subtract in integer cycles: in float µs a rank that finished last came out at -2e-10 idle.
         idle_cycles = iteration_cycles - cycles.gpu - cycles.exposed_comm
-        ranks.append(RankResult(
-            rank=cycles.rank, gpu=str(label["gpu"]), stage=int(label["stage"]), replica=int(label["replica"]),
-            finish_us=cycles.finish / 1000, compute_us=cycles.gpu / 1000,
-            exposed_comm_us=cycles.exposed_comm / 1000, idle_us=idle_cycles / 1000,
-            node=label.get("node"), tp_index=label.get("tp_index"),
-        ))
+        ranks.append(
+            RankResult(
+                rank=cycles.rank,
+                gpu=str(label["gpu"]),
+                stage=int(label["stage"]),
+                replica=int(label["replica"]),
+                finish_us=cycles.finish / 1000,
+                compute_us=cycles.gpu / 1000,
+                exposed_comm_us=cycles.exposed_comm / 1000,
+                idle_us=idle_cycles / 1000,
+                node=label.get("node"),
+                tp_index=label.get("tp_index"),
+            )
+        )
     return RunResult(
-        backend=backend, iteration_time_us=iteration_us, ranks=tuple(ranks), warnings=parsed.warnings,
-        exit_status=outcome.exit_status, wall_time_s=outcome.wall_time_s, time_unit_note=CYCLES_NOTE,
+        backend=backend,
+        iteration_time_us=iteration_us,
+        ranks=tuple(ranks),
+        warnings=parsed.warnings,
+        exit_status=outcome.exit_status,
+        wall_time_s=outcome.wall_time_s,
+        time_unit_note=CYCLES_NOTE,
         meta=meta,
     )
 
 
 def _factory(backend: str):
-    def create(binary: str | None = None, bin_dir: str | None = None, docker_image: str | None = None,
-               timeout_s: float | None = None, docker_client: Any = None) -> AstraSimBackend:
+    def create(
+        binary: str | None = None,
+        bin_dir: str | None = None,
+        docker_image: str | None = None,
+        timeout_s: float | None = None,
+        docker_client: Any = None,
+    ) -> AstraSimBackend:
         return AstraSimBackend(FLAVORS[backend], binary, bin_dir, docker_image, timeout_s, docker_client)
 
     create.__name__ = backend.replace("-", "_")

@@ -31,12 +31,25 @@ class Flavor:
 
 
 FLAVORS: dict[str, Flavor] = {
-    "analytical": Flavor("analytical", "AstraSim_Analytical_Congestion_Aware",
-                         rundir.ANALYTICAL_NETWORK_1D, rundir.ANALYTICAL_SYSTEM_1D, None, rundir.LOGS_DIR),
-    "analytical-unaware": Flavor("analytical-unaware", "AstraSim_Analytical_Congestion_Unaware",
-                                 rundir.ANALYTICAL_NETWORK, rundir.ANALYTICAL_SYSTEM, None, rundir.LOGS_DIR),
-    "ns3": Flavor("ns3", "ns3.42-AstraSimNetwork-default",
-                  rundir.NS3_CONFIG, None, rundir.NS3_LOGICAL_TOPOLOGY, "."),
+    "analytical": Flavor(
+        "analytical",
+        "AstraSim_Analytical_Congestion_Aware",
+        rundir.ANALYTICAL_NETWORK_1D,
+        rundir.ANALYTICAL_SYSTEM_1D,
+        None,
+        rundir.LOGS_DIR,
+    ),
+    "analytical-unaware": Flavor(
+        "analytical-unaware",
+        "AstraSim_Analytical_Congestion_Unaware",
+        rundir.ANALYTICAL_NETWORK,
+        rundir.ANALYTICAL_SYSTEM,
+        None,
+        rundir.LOGS_DIR,
+    ),
+    "ns3": Flavor(
+        "ns3", "ns3.42-AstraSimNetwork-default", rundir.NS3_CONFIG, None, rundir.NS3_LOGICAL_TOPOLOGY, "."
+    ),
 }
 
 # System files the ns-3 run may use, in order of preference; the first whose number of dimensions
@@ -109,4 +122,3 @@ def _require(run_dir: Path, relative: str) -> None:
 
 def _read_json(run_dir: Path, relative: str) -> dict:
     return rundir.read_json_object(run_dir / relative, "run `astra-hetero build` on this directory first")
-

@@ -45,8 +45,9 @@ def connect(client: Any | None = None) -> Any:
 class DockerRunner:
     """Runs commands in containers of `image`; `executable(name)` says where a binary is inside it."""
 
-    def __init__(self, image: str, client: Any | None = None, binary: str | None = None,
-                 bin_dir: str | None = None) -> None:
+    def __init__(
+        self, image: str, client: Any | None = None, binary: str | None = None, bin_dir: str | None = None
+    ) -> None:
         self.image = image
         self.client = connect(client)
         self.binary = binary

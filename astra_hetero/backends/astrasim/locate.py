@@ -51,6 +51,7 @@ def locate_binary(
         return Path(found).resolve()
     tried.append("PATH (no match)")
     raise BackendUnavailable(
-        f"ASTRA-sim binary {name!r} not found; looked in: " + "; ".join(tried)
+        f"ASTRA-sim binary {name!r} not found; looked in: "
+        + "; ".join(tried)
         + f". Point astra-hetero at a build with --binary, --bin-dir or {BIN_DIR_ENV}, or use --docker IMAGE"
     )

@@ -50,9 +50,7 @@ def parse_output(text: str, num_ranks: int, outcome: ProcessOutcome, binary: str
     if missing:
         raise BackendFailed(_failure_message(text, num_ranks, missing, outcome, binary), log_tail(text))
     statistics = _statistics(text)
-    ranks = tuple(
-        RankCycles(rank, *finished[rank], **statistics.get(rank, {})) for rank in range(num_ranks)
-    )
+    ranks = tuple(RankCycles(rank, *finished[rank], **statistics.get(rank, {})) for rank in range(num_ranks))
     return ParsedRun(ranks, _warnings(outcome))
 
 
@@ -97,11 +95,15 @@ def _failure_message(
 
 def _warnings(outcome: ProcessOutcome) -> tuple[str, ...]:
     if outcome.timed_out:
-        return (f"killed at the timeout ({outcome.wall_time_s:.1f} s) after every rank had finished; "
-                "the cycle counts are complete",)
+        return (
+            f"killed at the timeout ({outcome.wall_time_s:.1f} s) after every rank had finished; "
+            "the cycle counts are complete",
+        )
     if outcome.exit_status:
-        return (f"the binary {_ending(outcome.exit_status)} after every rank had finished; "
-                "the cycle counts are complete",)
+        return (
+            f"the binary {_ending(outcome.exit_status)} after every rank had finished; "
+            "the cycle counts are complete",
+        )
     return ()
 
 

@@ -43,8 +43,12 @@ def run_native(command: Command, log_path: Path, timeout_s: float | None) -> Pro
         log.flush()
         try:
             process = subprocess.Popen(
-                list(command.argv), cwd=command.cwd, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True,
+                list(command.argv),
+                cwd=command.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         except OSError as exc:
             raise BackendUnavailable(f"cannot start {command.argv[0]}: {exc.strerror or exc}") from None

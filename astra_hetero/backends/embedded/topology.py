@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from astra_hetero import units
@@ -96,8 +97,8 @@ def _add_link(topo: Topology, fields: list[str], source: str, line: int) -> None
         raise RunDirError(f"{source}:{line}: expected 'src dst RATE DELAY ERROR_RATE'")
     try:
         src, dst = int(fields[0]), int(fields[1])
-        gbps = units.parse_rate_to_gbps(fields[2])
-        delay = units.parse_delay_to_ns(fields[3])
+        gbps = _rate_gbps(fields[2])
+        delay = _delay_ns(fields[3])
     except ValueError as exc:
         raise RunDirError(f"{source}:{line}: {exc}") from None
     for node in (src, dst):
@@ -115,6 +116,16 @@ def _add_link(topo: Topology, fields: list[str], source: str, line: int) -> None
         topo.link_dst.append(b)
         topo.link_bytes_per_ns.append(units.gbps_to_bytes_per_ns(gbps))
         topo.link_delay_ns.append(delay_ns)
+
+
+@lru_cache(maxsize=256)
+def _rate_gbps(text: str) -> float:
+    return units.parse_rate_to_gbps(text)  # a fabric has a handful of distinct rates and delays
+
+
+@lru_cache(maxsize=256)
+def _delay_ns(text: str) -> float:
+    return units.parse_delay_to_ns(text)
 
 
 def read_topology(path: Path, num_ranks: int = 0) -> Topology:
