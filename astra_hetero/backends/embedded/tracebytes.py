@@ -14,6 +14,7 @@ two files equal outside their value spans parse to the same nodes except for tho
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
@@ -76,7 +77,7 @@ def _first_use(values: list) -> tuple[tuple, tuple[int, ...]]:
 def value_spans(
     decoded: DecodedTrace, group_pattern: tuple[int, ...], peer_pattern: tuple[int, ...]
 ) -> ValueSpans | None:
-    """The spans of every communication node's variable values; None if some record is not laid out
+    """The spans of every communication node's variable values; None if the file is not laid out
     canonically (then twins of this file are compared by decoding them)."""
     if not decoded.canonical:
         return None
@@ -84,27 +85,35 @@ def value_spans(
     role_of = np.full(len(trace), -1, dtype=np.int64)
     role_of[trace.kinds == KIND_COLL] = group_pattern
     role_of[trace.kinds > KIND_COLL] = peer_pattern
-    roles = role_of.tolist()
-    layouts: dict[tuple[bytes, ...], list[tuple[int, int, bool, bytes]] | None] = {}
-    columns: list[list[int]] = [[], [], [], []]  # start, length, is_string, role
+    alike: dict[tuple[int, tuple[bytes, ...]], list[int]] = {}  # nodes laid out alike
+    kinds = trace.kinds.tolist()
     for i in np.flatnonzero(trace.kinds != KIND_COMP).tolist():
-        raw = decoded.attrs[i]
-        layout = layouts.get(raw, False)
-        if layout is False:
-            layout = layouts[raw] = _suffix_layout(raw)
+        alike.setdefault((kinds[i], decoded.attrs[i]), []).append(i)
+    starts: list[int] = []
+    lengths: list[int] = []
+    strings: list[bool] = []
+    roles: list[int] = []
+    end_at, role_at = ends.tolist(), role_of.tolist()
+    for (kind, raw), nodes in alike.items():
+        layout = _suffix_layout(raw)
         if layout is None:
             return None
-        wanted = _USED.get(int(trace.kinds[i]), _USED_RECV)
-        end = int(ends[i])
+        wanted = _USED.get(kind, _USED_RECV)
         for from_end, length, is_string, name in layout:
             if (name == b"pg_name") != is_string:
                 continue  # an integer pg_name or a string endpoint: compared as fixed bytes
-            role = roles[i] if name == wanted else -1
-            for column, value in zip(columns, (end - from_end, length, is_string, role), strict=True):
-                column.append(value)
-    order = np.argsort(np.array(columns[0], dtype=np.int64), kind="stable")
-    start, length, is_string, role = (np.array(c, dtype=np.int64)[order] for c in columns)
-    return ValueSpans.of(start, length, is_string.astype(bool), role)
+            starts.extend(end_at[i] - from_end for i in nodes)
+            lengths.extend([length] * len(nodes))
+            strings.extend([is_string] * len(nodes))
+            roles.extend(role_at[i] for i in nodes) if name == wanted else roles.extend([-1] * len(nodes))
+    start = np.array(starts, dtype=np.int64)
+    order = np.argsort(start, kind="stable")
+    return ValueSpans.of(
+        start[order],
+        np.array(lengths, dtype=np.int64)[order],
+        np.array(strings, dtype=bool)[order],
+        np.array(roles, dtype=np.int64)[order],
+    )
 
 
 def _suffix_layout(raw: tuple[bytes, ...]) -> list[tuple[int, int, bool, bytes]] | None:
@@ -116,7 +125,7 @@ def _suffix_layout(raw: tuple[bytes, ...]) -> list[tuple[int, int, bool, bytes]]
     offset = 0
     for header, blob in zip(entries, raw, strict=True):
         offset += len(header)
-        parsed = _blob_value(blob)
+        parsed = _cached_blob_value(blob)
         if parsed is None:
             return None
         name, value_start, is_string = parsed
@@ -124,6 +133,11 @@ def _suffix_layout(raw: tuple[bytes, ...]) -> list[tuple[int, int, bool, bytes]]
             layout.append((total - offset - value_start, len(blob) - value_start, is_string, name))
         offset += len(blob)
     return layout
+
+
+@lru_cache(maxsize=1 << 14)
+def _cached_blob_value(blob: bytes) -> tuple[bytes, int, bool] | None:
+    return _blob_value(blob)  # a trace repeats few distinct attributes (tags aside)
 
 
 def _blob_value(blob: bytes) -> tuple[bytes, int, bool] | None:

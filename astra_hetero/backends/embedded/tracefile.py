@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.internal.decoder import _DecodeVarint32 as _decode_varint  # type: ignore[attr-defined]
-from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
 from google.protobuf.message import DecodeError
 
 from astra_hetero import chakra_io
@@ -138,9 +137,10 @@ def read_trace_bytes(path: Path) -> bytes:
         raise RunDirError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
-def _parse_nodes(path: Path, data: bytes | None = None) -> tuple[list[Any], bool, list[int], bytes]:
+def _parse_nodes(path: Path, data: bytes | None = None) -> tuple[list[Any], bool, list[int], bytes, bool]:
     """The file's nodes, whether their dependency lists are raw packed bytes (the usual case), where
-    each node's record ends in the file, and the file's bytes (`data`, if the caller read them)."""
+    each node's record ends in the file, the file's bytes (`data`, if the caller read them), and
+    whether every record is its node's canonical serialization (fields in number order)."""
     if data is None:
         data = read_trace_bytes(path)
     records = chakra_io.iter_records(data, str(path))
@@ -157,8 +157,9 @@ def _parse_nodes(path: Path, data: bytes | None = None) -> tuple[list[Any], bool
     # accept), land in the unknown fields; then read the file again with typed dependency lists.
     node_list.DiscardUnknownFields()
     if node_list.ByteSize() == len(payload):
-        return list(node_list.nodes), True, record_ends, data
-    return list(_parse_payload(path, payload, packed_deps=False).nodes), False, record_ends, data
+        canonical = node_list.SerializeToString() == payload  # one C call checks every record
+        return list(node_list.nodes), True, record_ends, data, canonical
+    return list(_parse_payload(path, payload, packed_deps=False).nodes), False, record_ends, data, False
 
 
 def _parse_payload(path: Path, payload: bytes, packed_deps: bool) -> Any:
@@ -191,10 +192,20 @@ def _reframed(path: Path, data: bytes, start: int) -> tuple[bytes, list[int]]:
     view = memoryview(data)
     records, ends = [], []
     position, end = start, len(data)
+    append_record, append_end = records.append, ends.append
     while position < end:
-        record_start, position = position, _record_end(path, data, position)
-        records.append(view[record_start:position])
-        ends.append(position)
+        size = data[position]
+        if size < 0x80:  # one-byte lengths, as for most nodes, decoded here; the rest in general
+            following = position + 1 + size
+        elif position + 1 < end and data[position + 1] < 0x80:
+            following = position + 2 + ((size & 0x7F) | data[position + 1] << 7)
+        else:
+            following = _record_end(path, data, position)
+        if following > end:
+            _record_end(path, data, position)  # raises, naming the truncated record
+        append_record(view[position:following])
+        append_end(following)
+        position = following
     return (_FIELD1_TAG + _FIELD1_TAG.join(records) if records else b""), ends
 
 
@@ -262,7 +273,7 @@ def decode_rank_trace(
 ) -> DecodedTrace:
     """`read_rank_trace` that also returns the file layout (see DecodedTrace); `data`: the file's
     bytes if the caller has them."""
-    nodes, packed_deps, record_ends, data = _parse_nodes(path, data)
+    nodes, packed_deps, record_ends, data, canonical = _parse_nodes(path, data)
     n = len(nodes)
     ids = np.array([node.id for node in nodes], dtype=np.uint64)
     names = [node.name for node in nodes]
@@ -275,19 +286,22 @@ def decode_rank_trace(
     attr_cache: dict[tuple[bytes, ...], dict[str, Any]] = {}
     kind_of = kinds.tolist()
     attrs: list[tuple[bytes, ...]] = [()] * n if keep_attrs else []
-    for i in np.flatnonzero(kinds != KIND_COMP).tolist():
+    fields_of: dict[tuple[int, tuple[bytes, ...]], tuple[int, int, int, int, int]] = {}
+    comm = np.flatnonzero(kinds != KIND_COMP).tolist()
+    columns: list[list[int]] = [[], [], [], [], []]  # size, collective type, group, peer, tag
+    for i in comm:
         node, kind = nodes[i], kind_of[i]
         raw = tuple(node.attr)
         if keep_attrs:
             attrs[i] = raw
-        values = _attr_values(raw, attr_cache, path, node)
-        sizes[i] = _require(values, "comm_size", path, node, high=MAX_COMM_BYTES)
-        if kind == KIND_COLL:
-            coll_types[i] = _require(values, "comm_type", path, node)
-            groups[i] = group_index.setdefault(str(values.get("pg_name", "")), len(group_index))
-            continue
-        peers[i] = _peer(values, kind, num_ranks, path, node)
-        tags[i] = _require(values, "comm_tag", path, node, low=-_INT64_MAX)
+        found = fields_of.get((kind, raw))
+        if found is None:  # nodes with equal attributes (a layer's collectives) are read once
+            values = _attr_values(raw, attr_cache, path, node)
+            found = fields_of[(kind, raw)] = _comm_fields(values, kind, num_ranks, path, node, group_index)
+        for column, value in zip(columns, found, strict=True):
+            column.append(value)
+    for array, column in zip((sizes, coll_types, groups, peers, tags), columns, strict=True):
+        array[comm] = column
     dep_ends, deps = _packed_deps(path, nodes) if packed_deps else _typed_deps(nodes)
     name_ends = np.cumsum([len(name) for name in names], dtype=np.int64)
     trace = RankTrace(
@@ -309,19 +323,20 @@ def decode_rank_trace(
     ends = np.array(record_ends, dtype=np.int64)
     if not keep_attrs:
         return DecodedTrace(_resolve_deps(trace), b"", ends, [], False)
-    canonical = packed_deps and _canonical(nodes, data, ends, np.flatnonzero(kinds != KIND_COMP).tolist())
     return DecodedTrace(_resolve_deps(trace), data, ends, attrs, canonical)
 
 
-def _canonical(nodes: list[Any], data: bytes, ends: np.ndarray, which: list[int]) -> bool:
-    """Whether each record in `which` is exactly its node's serialization, length prefix included."""
-    first = _record_end(Path("<trace>"), data, 0)
-    for i in which:
-        body = nodes[i].SerializeToString()
-        start, end = int(ends[i - 1]) if i else first, int(ends[i])
-        if data[start:end] != _VarintBytes(len(body)) + body:
-            return False
-    return True
+def _comm_fields(
+    values: dict[str, Any], kind: int, num_ranks: int, path: Path, node: Any, group_index: dict[str, int]
+) -> tuple[int, int, int, int, int]:
+    """(size, collective type, group index, peer, tag) of a communication node, validated."""
+    size = _require(values, "comm_size", path, node, high=MAX_COMM_BYTES)
+    if kind == KIND_COLL:
+        coll_type = _require(values, "comm_type", path, node)
+        group = group_index.setdefault(str(values.get("pg_name", "")), len(group_index))
+        return size, coll_type, group, -1, 0
+    tag = _require(values, "comm_tag", path, node, low=-_INT64_MAX)
+    return size, -1, -1, _peer(values, kind, num_ranks, path, node), tag
 
 
 def _durations_ns(path: Path, nodes: list[Any], kinds: np.ndarray) -> np.ndarray:
