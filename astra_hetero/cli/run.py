@@ -34,6 +34,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="auto",
         help="trace.json: every span (all), none, or sampled ranks for large runs (auto)",
     )
+    parser.add_argument(
+        "--no-fold",
+        action="store_true",
+        help="embedded backend: simulate every rank instead of one per class of interchangeable ranks "
+        "(the reference the folded simulation is checked against)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
 
@@ -54,7 +60,7 @@ def resolve_run_dir(source: Path, output: Path | None, quiet: bool = True) -> Pa
 
 def backend_options(args: argparse.Namespace) -> dict[str, object]:
     if args.backend == "embedded":
-        return {}
+        return {"fold": not args.no_fold}
     return {
         "binary": args.binary,
         "bin_dir": args.bin_dir,

@@ -8,8 +8,8 @@ exposed_comm_us` is everything else (pipeline bubbles, waiting for peers, waitin
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
 import copy
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 

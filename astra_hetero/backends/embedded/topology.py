@@ -97,10 +97,22 @@ def _add_link(topo: Topology, fields: list[str], source: str, line: int) -> None
         raise RunDirError(f"{source}:{line}: expected 'src dst RATE DELAY ERROR_RATE'")
     try:
         src, dst = int(fields[0]), int(fields[1])
+    except ValueError:
+        raise RunDirError(
+            f"{source}:{line}: link ends {fields[0]!r} {fields[1]!r} must be node ids"
+        ) from None
+    try:
         gbps = _rate_gbps(fields[2])
+    except ValueError:
+        raise RunDirError(
+            f"{source}:{line}: {fields[2]!r} is not a link rate (expected e.g. 400Gbps)"
+        ) from None
+    try:
         delay = _delay_ns(fields[3])
-    except ValueError as exc:
-        raise RunDirError(f"{source}:{line}: {exc}") from None
+    except ValueError:
+        raise RunDirError(
+            f"{source}:{line}: {fields[3]!r} is not a link delay (expected e.g. 0.0005ms)"
+        ) from None
     for node in (src, dst):
         _check_node(node, topo.num_nodes, source, line)
     if src == dst:

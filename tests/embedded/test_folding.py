@@ -1,0 +1,164 @@
+"""Folded simulation (one rank per class of interchangeable ranks) equals the rank-by-rank reference.
+
+On every shipped example (the large ones scaled down in layers, micro-batches and replicas, keeping
+their parallel plan's shape and their network), and on run directories where one rank breaks the
+symmetry: then that rank and the ranks whose timing it touches fall back to classes of their own.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from astra_hetero import chakra_io
+from astra_hetero.chakra_io import pb
+from astra_hetero.pipeline import build_run_dir
+from astra_hetero.spec import load_spec, parse_spec
+from tests.embedded.folding_checks import assert_same_simulation, simulate_both
+
+EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.yaml"))
+
+
+def _scaled(path: Path):
+    """The example's plan and network on fewer micro-batches (4 per replica), and for 128+ GPUs
+    fewer layers and (1024 GPUs) replicas, so that the rank-by-rank reference runs in a second."""
+    data = load_spec(path).model_dump(mode="json")
+    par = data["parallelism"]
+    if par["tp"] * par["pp"] * par["dp"] > 128:
+        par["dp"] = 2
+        data["cluster"]["node_groups"][0]["count"] = par["tp"] * par["pp"] * 2 // 8
+    if par["tp"] * par["pp"] * par["dp"] >= 128:
+        data["model"]["num_layers"] = 2 * par["pp"]
+    par["global_batch_size"] = 4 * par["dp"] * par["micro_batch_size"]
+    return parse_spec(data)
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_every_shipped_example_folds_to_the_rank_by_rank_result(tmp_path, example):
+    spec = _scaled(example)
+    build_run_dir(spec, tmp_path / "run")
+    folded, plain = simulate_both(tmp_path / "run")
+    assert_same_simulation(folded, plain)
+    assert folded.meta["folding"]["rank_classes"] < spec.cluster.num_gpus  # something was folded
+
+
+def _symmetric_run(root: Path) -> Path:
+    data = {
+        "name": "symmetric",
+        "model": {"preset": "gpt3-13b", "num_layers": 4},
+        "cluster": {
+            "node_groups": [
+                {
+                    "name": "h100",
+                    "count": 4,
+                    "gpus_per_node": 4,
+                    "gpu": "h100-sxm",
+                    "intra_node_fabric": "nvlink4",
+                    "nic": 400,
+                }
+            ]
+        },
+        "network": {"topology": "spine_leaf", "nodes_per_leaf": 2},
+        "parallelism": {"tp": 4, "pp": 2, "dp": 2, "micro_batch_size": 1, "global_batch_size": 8},
+    }
+    return build_run_dir(parse_spec(data), root).root
+
+
+def _rewrite_trace(path: Path, change) -> None:  # noqa: ANN001 - a node -> None callback
+    records = list(chakra_io.iter_records(path.read_bytes()))
+    nodes = [pb.Node.FromString(r) for r in records[1:]]
+    change(nodes)
+    chakra_io.write_trace(
+        path,
+        [chakra_io.frame(pb.GlobalMetadata.FromString(records[0]))] + [chakra_io.frame(n) for n in nodes],
+    )
+
+
+def test_a_rank_with_different_trace_durations_gets_a_class_and_the_result_still_agrees(tmp_path):
+    root = _symmetric_run(tmp_path / "run")
+    before, _ = simulate_both(root)
+
+    def slower(nodes):
+        first = next(n for n in nodes if n.type == pb.COMP_NODE and n.duration_micros > 10)
+        first.duration_micros += 250
+
+    _rewrite_trace(root / "workload/workload.5.et", slower)
+    folded, plain = simulate_both(root)
+    assert_same_simulation(folded, plain)
+    assert folded.meta["folding"]["rank_classes"] > before.meta["folding"]["rank_classes"]
+    assert folded.iteration_time_us > before.iteration_time_us
+
+
+def test_a_slower_nic_on_one_gpu_splits_the_ranks_it_slows_and_the_result_still_agrees(tmp_path):
+    root = _symmetric_run(tmp_path / "run")
+    before, _ = simulate_both(root)
+    topology = root / "ns3/topology.txt"
+    lines = topology.read_text().splitlines()
+    # GPU 6's NIC line: the second link of host 6 (the first goes to its NVSwitch)
+    index = [i for i, line in enumerate(lines[2:], 2) if line.split()[0] == "6"][1]
+    fields = lines[index].split()
+    lines[index] = " ".join([*fields[:2], "100Gbps", *fields[3:]])
+    topology.write_text("\n".join(lines) + "\n")
+    folded, plain = simulate_both(root)
+    assert_same_simulation(folded, plain)
+    assert folded.meta["folding"]["rank_classes"] > before.meta["folding"]["rank_classes"]
+
+
+def test_a_rank_that_names_its_peer_in_another_pattern_still_agrees(tmp_path):
+    # rank 4 of stage 1 receives its activations through two different tags layouts: its trace is
+    # no longer a twin of its class, so it is decoded and simulated as itself
+    root = _symmetric_run(tmp_path / "run")
+
+    def retag(nodes):
+        for n in nodes:
+            if n.type == pb.COMM_RECV_NODE:
+                for a in n.attr:
+                    if a.name == "comm_tag":
+                        a.int32_val += 1000
+                break
+
+    def retag_send(nodes):
+        for n in nodes:
+            if n.type == pb.COMM_SEND_NODE:
+                for a in n.attr:
+                    if a.name == "comm_tag":
+                        a.int32_val += 1000
+                break
+
+    _rewrite_trace(root / "workload/workload.8.et", retag)
+    _rewrite_trace(root / "workload/workload.0.et", retag_send)
+    folded, plain = simulate_both(root)
+    assert_same_simulation(folded, plain)
+
+
+def test_identical_traces_on_asymmetric_links_are_not_folded_together(tmp_path):
+    # two pairs run the same all-reduce; one pair's machine has 100 Gbit/s NICs, the other 400
+    from tests.embedded.rundirs import coll, comp, machines, write_run_dir
+
+    groups = {"a": [0, 2], "b": [1, 3]}  # each pair spans the two machines
+    traces = {
+        r: [comp(0, 5), coll(1, "all_reduce", 8_000_000, "a" if r % 2 == 0 else "b", (0,))] for r in range(4)
+    }
+    topology = machines([400, 400], 2)
+    lines = topology.splitlines()
+    for i, line in enumerate(lines):  # GPU 1's NIC links (host 1 and its NIC switch) at 100 Gbit/s
+        ends = line.split()[:2]
+        if len(ends) == 2 and ends[0] in ("1", "8") and ends[1] in ("8", "10"):
+            lines[i] = line.replace("400Gbps", "100Gbps")
+    root = write_run_dir(tmp_path, traces, "\n".join(lines) + "\n", groups)
+    folded, plain = simulate_both(root)
+    assert_same_simulation(folded, plain)
+    durations = sorted(c.duration_us for c in plain.collectives)
+    assert durations[0] < durations[-1]  # the slow pair really is slower
+    assert folded.meta["folding"]["rank_classes"] == 2  # the pairs alike in traces, apart on the network
+
+
+def test_a_folded_timeline_gives_every_rank_its_class_spans(tmp_path):
+    from astra_hetero.backends.embedded.backend import EmbeddedBackend
+
+    root = _symmetric_run(tmp_path / "run")
+    folded = EmbeddedBackend().run(root).spans
+    plain = EmbeddedBackend(fold=False).run(root).spans
+    assert Counter(folded) == Counter(plain)
