@@ -6,14 +6,16 @@ import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from astra_hetero import rundir
 from astra_hetero.backends.base import create_backend
 from astra_hetero.results.io import write_result
 from astra_hetero.results.model import RunResult, SharedSpans, Span
-from astra_hetero.spec.schema import Spec
-from astra_hetero.workload.generate import Progress, write_workload
+
+if TYPE_CHECKING:  # imported where used: `run RUN_DIR` needs neither the spec schema nor the generator
+    from astra_hetero.spec.schema import Spec
+    from astra_hetero.workload.generate import Progress
 
 PROGRESS_THRESHOLD_RANKS = 64
 
@@ -40,6 +42,8 @@ def build_run_dir(
     spec: Spec, out: Path, *, workload: bool = True, topology: bool = True, progress: bool = False
 ) -> rundir.RunDir:
     """Write the requested parts into `out`; nothing of them appears unless all of them were written."""
+    from astra_hetero.workload.generate import write_workload
+
     out = Path(out)
     with rundir.publish(out) as staging:
         if workload:

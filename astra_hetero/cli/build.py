@@ -6,7 +6,6 @@ import argparse
 
 from astra_hetero.cli.generate import add_spec_arguments, describe_workload
 from astra_hetero.pipeline import build_run_dir
-from astra_hetero.spec import load_spec
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,6 +16,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from astra_hetero.spec import load_spec  # here: every command imports this module when parsing
+
     spec = load_spec(args.spec)
     run_dir = build_run_dir(spec, args.output, progress=not args.quiet)
     print(describe_workload(run_dir))

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from astra_hetero.pipeline import build_run_dir
 from astra_hetero.rundir import RunDir
-from astra_hetero.spec import load_spec
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,6 +25,8 @@ def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from astra_hetero.spec import load_spec  # here: every command imports this module when parsing
+
     spec = load_spec(args.spec)
     run_dir = build_run_dir(spec, args.output, topology=False, progress=not args.quiet)
     print(describe_workload(run_dir))

@@ -9,7 +9,6 @@ from astra_hetero.backends.base import backend_names
 from astra_hetero.errors import RunDirError
 from astra_hetero.pipeline import TIMELINE_MODES, build_run_dir, execute
 from astra_hetero.rundir import RunDir
-from astra_hetero.spec import load_spec
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -52,6 +51,8 @@ def resolve_run_dir(source: Path, output: Path | None, quiet: bool = True) -> Pa
         return source
     if output is None:
         raise RunDirError(f"{source} is a spec: give -o RUN_DIR for the run directory to build")
+    from astra_hetero.spec import load_spec
+
     run_dir = RunDir(output)
     spec = load_spec(source)
     build_run_dir(spec, output, progress=not quiet)
@@ -60,7 +61,7 @@ def resolve_run_dir(source: Path, output: Path | None, quiet: bool = True) -> Pa
 
 def backend_options(args: argparse.Namespace) -> dict[str, object]:
     if args.backend == "embedded":
-        return {"fold": not args.no_fold}
+        return {"fold": not getattr(args, "no_fold", False)}
     return {
         "binary": args.binary,
         "bin_dir": args.bin_dir,

@@ -6,8 +6,6 @@ import argparse
 
 from astra_hetero import rundir
 from astra_hetero.cli.generate import add_spec_arguments
-from astra_hetero.spec import load_spec
-from astra_hetero.topology import checked_graph, figures, write_topology
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,6 +18,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # here, not at the top: every command imports this module when parsing
+    from astra_hetero.spec import load_spec
+    from astra_hetero.topology import checked_graph, figures, write_topology
+
     spec = load_spec(args.spec)
     graph = checked_graph(spec)
     with rundir.publish(args.output) as staging:
