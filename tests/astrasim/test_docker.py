@@ -47,13 +47,20 @@ class FakeContainer:
 class FakeClient:
     """The part of docker.DockerClient the backend uses; records what it was asked to create."""
 
-    def __init__(self, output: Path | None = None, exit_status: int = 0, hang: bool = False,
-                 start_error: str | None = None, images: dict[str, list[str]] | None = None) -> None:
+    def __init__(
+        self,
+        output: Path | None = None,
+        exit_status: int = 0,
+        hang: bool = False,
+        start_error: str | None = None,
+        images: dict[str, list[str]] | None = None,
+    ) -> None:
         self.created: list[dict] = []
         self.container = FakeContainer(output.read_bytes() if output else b"", exit_status, hang, start_error)
         self.images = self
-        self._images = {IMAGE: ["PATH=/usr/bin", "ASTRA_SIM_BIN_DIR=/opt/astra-sim/bin"]} if images is None \
-            else images
+        self._images = (
+            {IMAGE: ["PATH=/usr/bin", "ASTRA_SIM_BIN_DIR=/opt/astra-sim/bin"]} if images is None else images
+        )
         self.containers = self
 
     def ping(self):
@@ -78,7 +85,8 @@ def run(tmp_path, backend="analytical-unaware", num_ranks=4, **client_options):
 
 def test_container_sees_only_the_run_directory_runs_as_the_caller_and_is_removed(tmp_path):
     result, client, run_dir = run(
-        tmp_path, output=OUTPUTS / "analytical_unaware_compute_plus_allreduce4_stdout.txt")
+        tmp_path, output=OUTPUTS / "analytical_unaware_compute_plus_allreduce4_stdout.txt"
+    )
     (created,) = client.created
     assert created["image"] == IMAGE
     assert created["volumes"] == {str(run_dir.resolve()): {"bind": "/astra-hetero/run", "mode": "rw"}}
@@ -108,8 +116,13 @@ def test_ns3_in_docker_runs_in_the_mounted_run_directory(tmp_path):
 
 
 def test_without_bin_dir_in_the_image_the_bare_name_is_used(tmp_path):
-    _, client, _ = run(tmp_path, backend="analytical", num_ranks=8, images={IMAGE: ["PATH=/usr/bin"]},
-                       output=OUTPUTS / "analytical_aware_allreduce8_stdout.txt")
+    _, client, _ = run(
+        tmp_path,
+        backend="analytical",
+        num_ranks=8,
+        images={IMAGE: ["PATH=/usr/bin"]},
+        output=OUTPUTS / "analytical_aware_allreduce8_stdout.txt",
+    )
     assert client.created[0]["entrypoint"] == ["AstraSim_Analytical_Congestion_Aware"]
 
 
@@ -159,6 +172,9 @@ def test_real_engine_runs_an_image_when_one_is_named(tmp_path):
     from tests.astrasim.test_integration import SMALL_SPEC
 
     run_dir = build_run_dir(parse_spec(SMALL_SPEC), tmp_path / "run")
-    result = create_backend("analytical-unaware", docker_image=image, docker_client=client).run(
-        Path(run_dir.root)).result
+    result = (
+        create_backend("analytical-unaware", docker_image=image, docker_client=client)
+        .run(Path(run_dir.root))
+        .result
+    )
     assert result.num_ranks == 8 and result.iteration_time_us > 0

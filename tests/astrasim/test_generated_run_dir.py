@@ -51,8 +51,11 @@ def test_execute_writes_result_only_on_success_and_keeps_the_log(tmp_path, bin_d
 
     (run_dir / "result.json").unlink()
     (run_dir / "trace.json").unlink()
-    silent = write_fake_binary(tmp_path / "silent", BINARIES["analytical-unaware"],
-                               OUTPUTS / "FAIL_missing_comm_size_exit0_no_finish_stdout.txt")
+    silent = write_fake_binary(
+        tmp_path / "silent",
+        BINARIES["analytical-unaware"],
+        OUTPUTS / "FAIL_missing_comm_size_exit0_no_finish_stdout.txt",
+    )
     with pytest.raises(BackendFailed, match="exited 0 but 0 of 16 ranks"):
         execute(run_dir, "analytical-unaware", binary=str(silent))
     assert not (run_dir / "result.json").exists() and not (run_dir / "trace.json").exists()

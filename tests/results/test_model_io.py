@@ -14,8 +14,13 @@ from tests.results.builders import mixed_result
 
 
 def test_result_round_trips_through_json_text() -> None:
-    result = replace(mixed_result(), warnings=("rank 3: late",), exit_status=0, wall_time_s=1.25,
-                     meta={"spec": "tiny", "nested": {"a": [1, 2]}})
+    result = replace(
+        mixed_result(),
+        warnings=("rank 3: late",),
+        exit_status=0,
+        wall_time_s=1.25,
+        meta={"spec": "tiny", "nested": {"a": [1, 2]}},
+    )
     data = json.loads(json.dumps(result.to_json()))
     assert data["format"] == RESULT_FORMAT
     assert RunResult.from_json(data) == result

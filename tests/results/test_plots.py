@@ -15,8 +15,12 @@ def is_png(path) -> bool:
 
 def test_two_runs_give_breakdowns_stage_times_and_iteration_times(tmp_path) -> None:
     paths = write_plots([("homo", homogeneous_result()), ("mixed/het", mixed_result())], tmp_path)
-    assert sorted(p.name for p in paths) == ["iteration.png", "ranks-homo.png", "ranks-mixed_het.png",
-                                             "stages.png"]
+    assert sorted(p.name for p in paths) == [
+        "iteration.png",
+        "ranks-homo.png",
+        "ranks-mixed_het.png",
+        "stages.png",
+    ]
     assert all(is_png(p) for p in paths)
 
 

@@ -48,9 +48,13 @@ def test_even_split_sums_and_differs_by_at_most_one(total, parts):
 
 def test_greedy_min_max_is_optimal_against_brute_force():
     unit, fixed = [3.0, 1.0, 2.0], [1.0, 0.0, 4.0]
-    best = min(max((n + 0) * u + f for n, u, f in zip(counts, unit, fixed, strict=True))
-               for a in range(1, 10) for b in range(1, 10) if 10 - a - b >= 1
-               for counts in [(a, b, 10 - a - b)])
+    best = min(
+        max((n + 0) * u + f for n, u, f in zip(counts, unit, fixed, strict=True))
+        for a in range(1, 10)
+        for b in range(1, 10)
+        if 10 - a - b >= 1
+        for counts in [(a, b, 10 - a - b)]
+    )
     counts = greedy_min_max(10, unit, fixed)
     assert sum(counts) == 10
     assert max(n * u + f for n, u, f in zip(counts, unit, fixed, strict=True)) == best

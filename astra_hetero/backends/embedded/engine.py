@@ -117,6 +117,7 @@ class Engine:
         # collectives issued per (group, rank), at group * num_ranks + rank
         self.issued = [0] * (len(self.w.group_names) * num_ranks)
         self.forming: dict[int, Comm] = {}  # k * num_groups + group key -> the k-th collective of group
+        self.collective_info: dict[tuple[int, int], tuple[str, str, tuple[PhasePlan, ...], int]] = {}
         self.sends: dict[tuple[int, int, int], deque[Comm]] = {}
         self.recvs: dict[tuple[int, int, int], deque[int]] = {}
         self.done: list[Comm] = []
@@ -125,9 +126,9 @@ class Engine:
         for g in self.w.roots:
             self._ready(g, 0)
         queue = self.queue
-        pop = queue.pop
+        pop, heap = queue.pop, queue.heap
         compute_done, flow_done, phase_done = self._compute_done, self._flow_done, self._phase_done
-        while queue:
+        while heap:
             now, kind, payload = pop()
             if kind == events.COMPUTE_DONE:
                 compute_done(payload, now)  # a list of nodes that finish at `now`, in event order
@@ -277,24 +278,35 @@ class Engine:
                 self.busy[rank] = False
 
     # --- collectives ------------------------------------------------------------------------------
+    def _collective(self, g: int, group: int) -> Comm:
+        """A new collective instance for node `g` of `group` (plans looked up once per group and type)."""
+        key = (group, self.coll_types[g])
+        info = self.collective_info.get(key)
+        if info is None:
+            kind = self.w.coll_kind_name(g)
+            info = self.collective_info[key] = (
+                self.w.group_names[group],
+                kind,
+                self.comm.collective_plan(group, kind),
+                self.comm.group_instances[group],
+            )
+        name, kind, plan, instances = info
+        return Comm(name, kind, self.sizes[g], plan, instances)
+
     def _issue_collective(self, g: int, now: int) -> None:
         rank, group = self.rank_of[g], self.groups[g]
+        if self.group_expected[group] == 1:  # no other node to wait for (a folded class's group)
+            comm = self._collective(g, group)
+            comm.nodes.append(g)
+            self._start_comm(comm, now)
+            return
         counter = group * self.num_ranks + rank
         k = self.issued[counter]
         self.issued[counter] = k + 1
         key = k * self.num_groups + self.group_keys[group]
         comm = self.forming.get(key)
         if comm is None:
-            w = self.w
-            kind = w.coll_kind_name(g)
-            comm = Comm(
-                w.group_names[group],
-                kind,
-                self.sizes[g],
-                self.comm.collective_plan(group, kind),
-                self.comm.group_instances[group],
-            )
-            self.forming[key] = comm
+            comm = self.forming[key] = self._collective(g, group)
         elif self.coll_types[g] != self.coll_types[comm.nodes[0]] or self.sizes[g] != comm.size:
             w = self.w
             raise RunDirError(
@@ -331,26 +343,24 @@ class Engine:
         phase = comm.plan[comm.phase]
         num_bytes = comm.size * phase.bytes_fraction
         if not phase.links or num_bytes <= 0:
-            self.queue.push(now + self._phase_tail_ns(comm), events.PHASE_DONE, comm)
+            tail = phase.latency_ns + round(comm.size * phase.memory_ns_per_byte)
+            self.queue.push(now + tail, events.PHASE_DONE, comm)
             return
-        self._push_finishes(self.net.add(Flow(phase.links, num_bytes, comm, phase.solo_rate), now), now)
-
-    def _push_finishes(self, flows: list[Flow], now: int) -> None:
+        changed = self.net.add(Flow(phase.links, num_bytes, comm, phase.solo_rate), now)
         push = self.queue.push
-        for flow in flows:
+        for flow in changed:
             push(flow.finish_time(now), events.FLOW_DONE, (flow, flow.version))
 
     def _flow_done(self, flow: Flow, now: int) -> None:
         flow.version = -1  # later events of this flow are stale
-        self._push_finishes(self.net.remove(flow, now), now)
+        changed = self.net.remove(flow, now)
+        push = self.queue.push
+        for other in changed:
+            push(other.finish_time(now), events.FLOW_DONE, (other, other.version))
         comm: Comm = flow.owner  # type: ignore[assignment]
-        self.queue.push(now + self._phase_tail_ns(comm), events.PHASE_DONE, comm)
-
-    @staticmethod
-    def _phase_tail_ns(comm: Comm) -> int:
-        """What a phase costs after its data has moved: per-step latencies and reduction through memory."""
+        # what a phase costs after its data has moved: per-step latencies and reduction through memory
         phase = comm.plan[comm.phase]
-        return phase.latency_ns + round(comm.size * phase.memory_ns_per_byte)
+        push(now + phase.latency_ns + round(comm.size * phase.memory_ns_per_byte), events.PHASE_DONE, comm)
 
     def _phase_done(self, comm: Comm, now: int) -> None:
         comm.phase += 1

@@ -35,7 +35,7 @@ from astra_hetero.backends.embedded.tracebytes import (
 )
 from astra_hetero.backends.embedded.tracefile import RankTrace, decode_rank_trace, read_trace_bytes
 
-_PARALLEL_MIN_RANKS = 64  # below this, worker processes cost more than they save
+_PARALLEL_MIN_RANKS = 256  # below this, worker processes cost more than they save
 _RECENT = 8  # representatives a file is compared with before it is decoded itself
 
 

@@ -119,20 +119,25 @@ def value_spans(
 def _suffix_layout(raw: tuple[bytes, ...]) -> list[tuple[int, int, bool, bytes]] | None:
     """(offset from the record end, length, is_string, name) of each variable value in a canonical
     record, whose tail is its attribute entries; None if one is not `name` then one value field."""
-    entries = [_ATTR_TAG + _VarintBytes(len(blob)) for blob in raw]
-    total = sum(len(e) + len(b) for e, b in zip(entries, raw, strict=True))
+    sizes = [len(blob) for blob in raw]
+    total = sum(sizes) + sum(_entry_header(size) for size in sizes)
     layout: list[tuple[int, int, bool, bytes]] = []
     offset = 0
-    for header, blob in zip(entries, raw, strict=True):
-        offset += len(header)
+    for size, blob in zip(sizes, raw, strict=True):
+        offset += _entry_header(size)
         parsed = _cached_blob_value(blob)
         if parsed is None:
             return None
         name, value_start, is_string = parsed
         if name in _VARIABLE:
             layout.append((total - offset - value_start, len(blob) - value_start, is_string, name))
-        offset += len(blob)
+        offset += size
     return layout
+
+
+def _entry_header(size: int) -> int:
+    """Bytes before an attribute's blob in its entry: the field tag and the varint of `size`."""
+    return 1 + (1 if size < 0x80 else len(_VarintBytes(size)))
 
 
 @lru_cache(maxsize=1 << 14)

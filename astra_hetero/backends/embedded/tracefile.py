@@ -288,7 +288,7 @@ def decode_rank_trace(
     attrs: list[tuple[bytes, ...]] = [()] * n if keep_attrs else []
     fields_of: dict[tuple[int, tuple[bytes, ...]], tuple[int, int, int, int, int]] = {}
     comm = np.flatnonzero(kinds != KIND_COMP).tolist()
-    columns: list[list[int]] = [[], [], [], [], []]  # size, collective type, group, peer, tag
+    rows: list[tuple[int, int, int, int, int]] = []  # size, collective type, group, peer, tag
     for i in comm:
         node, kind = nodes[i], kind_of[i]
         raw = tuple(node.attr)
@@ -298,10 +298,11 @@ def decode_rank_trace(
         if found is None:  # nodes with equal attributes (a layer's collectives) are read once
             values = _attr_values(raw, attr_cache, path, node)
             found = fields_of[(kind, raw)] = _comm_fields(values, kind, num_ranks, path, node, group_index)
-        for column, value in zip(columns, found, strict=True):
-            column.append(value)
-    for array, column in zip((sizes, coll_types, groups, peers, tags), columns, strict=True):
-        array[comm] = column
+        rows.append(found)
+    if rows:
+        table = np.array(rows, dtype=np.int64)
+        for array, column in zip((sizes, coll_types, groups, peers, tags), table.T, strict=True):
+            array[comm] = column
     dep_ends, deps = _packed_deps(path, nodes) if packed_deps else _typed_deps(nodes)
     name_ends = np.cumsum([len(name) for name in names], dtype=np.int64)
     trace = RankTrace(
