@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from astra_hetero.backends.embedded.commmodel import PlainComm
-from astra_hetero.backends.embedded.engine import Comm, Engine, EngineOutcome
+from astra_hetero.backends.embedded.engine import Engine
 from astra_hetero.backends.embedded.folding import Folding, fold
 from astra_hetero.backends.embedded.plans import CommPlanner
+from astra_hetero.backends.embedded.records import Comm, EngineOutcome
 from astra_hetero.backends.embedded.routing import Router
 from astra_hetero.backends.embedded.rundir_reader import SimInput, read_run_dir, read_traces
 from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_COMP, KIND_SEND

@@ -20,64 +20,17 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from dataclasses import dataclass
 from itertools import pairwise
 
 from astra_hetero.backends.embedded import events
 from astra_hetero.backends.embedded.commmodel import FoldedComm, PlainComm
+from astra_hetero.backends.embedded.deadlock import deadlock_report
 from astra_hetero.backends.embedded.network import Flow, FlowNetwork
 from astra_hetero.backends.embedded.plans import PhasePlan
+from astra_hetero.backends.embedded.records import Comm, EngineOutcome
 from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_COMP, KIND_RECV
 from astra_hetero.backends.embedded.workload import FlatWorkload
 from astra_hetero.errors import RunDirError, SimulationDeadlock
-
-_MAX_REPORTED = 8
-
-
-class Comm:
-    """One collective instance or one send/recv transfer while it runs (and its record after)."""
-
-    __slots__ = (
-        "group",
-        "kind",
-        "size",
-        "nodes",
-        "plan",
-        "phase",
-        "start_ns",
-        "end_ns",
-        "recv",
-        "arrived",
-        "instances",
-    )
-
-    def __init__(
-        self, group: str, kind: str, size: int, plan: tuple[PhasePlan, ...], instances: int = 1
-    ) -> None:
-        self.group = group
-        self.instances = instances  # identical collectives (of other groups) this one stands for
-        self.kind = kind
-        self.size = size
-        self.nodes: list[int] = []  # a collective's member nodes in issue order; a transfer's send
-        self.plan = plan
-        self.phase = 0
-        self.start_ns = -1
-        self.end_ns = -1
-        self.recv = -1
-        self.arrived = False
-
-
-@dataclass(frozen=True)
-class EngineOutcome:
-    finish_ns: list[int]
-    compute_ns: list[int]
-    exposed_ns: list[int]
-    comms: list[Comm]
-    workload: FlatWorkload
-    start_ns: list[int]
-    end_ns: list[int]
-    num_events: int
-    num_recomputes: int
 
 
 class Engine:
@@ -139,7 +92,7 @@ class Engine:
             else:
                 phase_done(payload, now)
         if -1 in self.end_ns:
-            raise SimulationDeadlock(self._deadlock_report())
+            raise SimulationDeadlock(deadlock_report(self.w, self.end_ns, self.pending))
         return EngineOutcome(
             self._finish_times(),
             self.compute_ns,
@@ -422,21 +375,3 @@ class Engine:
             self._begin_comm(rank, now)
 
     # --- diagnostics ------------------------------------------------------------------------------
-    def _deadlock_report(self) -> str:
-        w = self.w
-        waiting: dict[int, list[int]] = {}
-        for g, end in enumerate(self.end_ns):
-            if end < 0 and self.pending[g] == 0:
-                waiting.setdefault(w.rank_of[g], []).append(g)
-        lines = [
-            f"deadlock: {self.end_ns.count(-1)} nodes never ran; "
-            f"{len(waiting)} ranks wait on issued nodes that cannot complete:"
-        ]
-        for rank in sorted(waiting)[:_MAX_REPORTED]:
-            nodes = ", ".join(w.describe(g, with_file=False) for g in waiting[rank][:_MAX_REPORTED])
-            lines.append(f"  rank {w.ranks[rank]} ({w.paths[rank]}): {nodes}")
-        if len(waiting) > _MAX_REPORTED:
-            lines.append(f"  ... and {len(waiting) - _MAX_REPORTED} more ranks")
-        if not waiting:
-            lines.append("  none: the remaining nodes wait on each other (a dependency cycle)")
-        return "\n".join(lines)

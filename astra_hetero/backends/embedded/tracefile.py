@@ -24,6 +24,7 @@ from google.protobuf.internal.decoder import _DecodeVarint32 as _decode_varint  
 from google.protobuf.message import DecodeError
 
 from astra_hetero import chakra_io
+from astra_hetero.backends.embedded.tracedeps import packed_deps_of, resolve_deps, typed_deps_of
 from astra_hetero.chakra_io import pb
 from astra_hetero.errors import RunDirError
 
@@ -303,7 +304,7 @@ def decode_rank_trace(
         table = np.array(rows, dtype=np.int64)
         for array, column in zip((sizes, coll_types, groups, peers, tags), table.T, strict=True):
             array[comm] = column
-    dep_ends, deps = _packed_deps(path, nodes) if packed_deps else _typed_deps(nodes)
+    dep_ends, deps = packed_deps_of(path, nodes) if packed_deps else typed_deps_of(nodes)
     name_ends = np.cumsum([len(name) for name in names], dtype=np.int64)
     trace = RankTrace(
         str(path),
@@ -323,8 +324,8 @@ def decode_rank_trace(
     )
     ends = np.array(record_ends, dtype=np.int64)
     if not keep_attrs:
-        return DecodedTrace(_resolve_deps(trace), b"", ends, [], False)
-    return DecodedTrace(_resolve_deps(trace), data, ends, attrs, canonical)
+        return DecodedTrace(resolve_deps(trace), b"", ends, [], False)
+    return DecodedTrace(resolve_deps(trace), data, ends, attrs, canonical)
 
 
 def _comm_fields(
@@ -365,33 +366,6 @@ def _kinds(path: Path, nodes: list[Any]) -> np.ndarray:
     return kinds
 
 
-def _packed_deps(path: Path, nodes: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-    """(ends, values) of every node's data then control dependencies, from their packed varints.
-
-    A varint is little-endian groups of 7 bits, every byte but the last with the high bit set; the
-    whole file's lists are decoded in one pass over their concatenation."""
-    raw = [node.data_deps + node.ctrl_deps for node in nodes]
-    data = np.frombuffer(b"".join(raw), dtype=np.uint8)
-    last = data < 0x80  # the final byte of a varint
-    byte_ends = np.cumsum([len(r) for r in raw], dtype=np.int64)
-    if len(data) and not last[-1] or np.any(last[byte_ends[byte_ends > 0] - 1] == 0):
-        raise RunDirError(f"{path}: a dependency list ends inside a varint")
-    starts = np.flatnonzero(np.concatenate(([True], last[:-1]))) if len(data) else np.zeros(0, np.int64)
-    position = np.arange(len(data)) - np.repeat(starts, np.diff(np.append(starts, len(data))))
-    if np.any(position > 9):
-        raise RunDirError(f"{path}: a dependency id is longer than 64 bits")
-    bits = (data & 0x7F).astype(np.uint64) << (7 * position).astype(np.uint64)
-    values = np.add.reduceat(bits, starts) if len(data) else np.zeros(0, np.uint64)
-    counted = np.concatenate(([0], np.cumsum(last, dtype=np.int64)))
-    return counted[byte_ends], values
-
-
-def _typed_deps(nodes: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-    counts = [len(node.data_deps) + len(node.ctrl_deps) for node in nodes]
-    values = [d for node in nodes for deps in (node.data_deps, node.ctrl_deps) for d in deps]
-    return np.cumsum(counts, dtype=np.int64), np.array(values, dtype=np.uint64)
-
-
 def _unsupported(path: Path, node: Any) -> None:
     type_name = pb.NodeType.Name(node.type) if node.type in pb.NodeType.values() else node.type
     raise RunDirError(
@@ -403,44 +377,3 @@ def _unsupported(path: Path, node: Any) -> None:
 def _peer(values: dict[str, Any], kind: int, num_ranks: int, path: Path, node: Any) -> int:
     key = "comm_dst" if kind == KIND_SEND else "comm_src"
     return _require(values, key, path, node, high=num_ranks - 1)
-
-
-def _resolve_deps(trace: RankTrace) -> RankTrace:
-    """The trace with dependency ids turned into indices (a no-op when ids are 0..n-1 in file order)."""
-    ids, n = trace.ids, len(trace)
-    if np.array_equal(ids, np.arange(n, dtype=np.uint64)):
-        unknown = np.flatnonzero(trace.deps >= n)
-        if not len(unknown):
-            return _with_deps(trace, trace.deps.astype(np.int64))
-        index = dict.fromkeys(range(n))
-    else:
-        index = {node_id: i for i, node_id in enumerate(ids.tolist())}
-        if len(index) != n:
-            raise RunDirError(f"{trace.path}: duplicate node ids")
-    deps = trace.deps.tolist()
-    missing = [k for k, d in enumerate(deps) if d not in index]
-    if missing:
-        node = int(np.searchsorted(trace.dep_ends, missing[0], side="right"))
-        raise RunDirError(
-            f"{trace.path}: {trace.describe(node)} depends on unknown node id {deps[missing[0]]}"
-        )
-    return _with_deps(trace, np.array([index[d] for d in deps], dtype=np.int64))
-
-
-def _with_deps(trace: RankTrace, deps: np.ndarray) -> RankTrace:
-    return RankTrace(
-        trace.path,
-        trace.ids,
-        trace.names,
-        trace.name_ends,
-        trace.kinds,
-        trace.durations_ns,
-        trace.sizes,
-        trace.coll_types,
-        trace.peers,
-        trace.tags,
-        trace.group_names,
-        trace.groups,
-        trace.dep_ends,
-        deps,
-    )
