@@ -90,9 +90,12 @@ class EmbeddedBackend:
             for rank in range(sim.num_ranks)
         )
         w = outcome.workload
+        names = [name for trace in w.traces for name in trace.all_names()]  # decoded a rank at a time
+        group_sizes = {name: len(members) for name, members in sim.groups.items()}
+        order = sorted((c.start_ns, c.nodes[0], i) for i, c in enumerate(outcome.comms))
         stats = tuple(
-            _collective_stat(sim, c, w.name(c.nodes[0]), simulated.class_sizes[w.rank_of[c.nodes[0]]])
-            for c in sorted(outcome.comms, key=lambda c: (c.start_ns, c.nodes[0]))
+            _collective_stat(c, names[c.nodes[0]], group_sizes, simulated.class_sizes[w.rank_of[c.nodes[0]]])
+            for c in (outcome.comms[i] for _, _, i in order)
         )
         meta = {
             "collective_algorithm": sim.algorithm,
@@ -143,17 +146,19 @@ def _rank_result(sim: SimInput, rank: int, row: int, outcome: EngineOutcome, ite
     )
 
 
-def _collective_stat(sim: SimInput, c: Comm, name: str, sender_class_size: int) -> CollectiveStat:
+def _collective_stat(
+    c: Comm, name: str, group_sizes: dict[str, int], sender_class_size: int
+) -> CollectiveStat:
     transfer = c.kind == "send_recv"
     return CollectiveStat(
-        group=c.group,
-        type=c.kind,
-        bytes=c.size,
-        start_us=c.start_ns / 1000,
-        end_us=c.end_ns / 1000,
-        name=name,
-        num_ranks=2 if transfer else len(sim.groups[c.group]),
-        instances=sender_class_size if transfer else c.instances,
+        c.group,
+        c.kind,
+        c.size,
+        c.start_ns / 1000,
+        c.end_ns / 1000,
+        name,
+        2 if transfer else group_sizes[c.group],
+        sender_class_size if transfer else c.instances,
     )
 
 
