@@ -160,26 +160,18 @@ def case_astra(work: Path) -> None:
     ours, theirs = work / "one-op-embedded", work / "one-op-astrasim"
     cli("build", str(SPECS / "gpt3_175b_128gpu_h100_one_op.yaml"), "-o", str(ours), "--quiet")
     shutil.copytree(ours, theirs)
-    a = cli(
-        "run",
-        str(theirs),
-        "--backend",
-        "analytical-unaware",
-        "--timeline",
-        "none",
-        "--quiet",
-        env={"ASTRA_SIM_BIN_DIR": bin_dir},
-    )
-    e = cli("run", str(ours), "--timeline", "none", "--quiet")
+    quiet = ("--timeline", "none", "--quiet")
+    a = cli("run", str(theirs), "--backend", "analytical-unaware", *quiet, env={"ASTRA_SIM_BIN_DIR": bin_dir})
+    e = cli("run", str(ours), *quiet)
     mine, other = result(ours)["iteration_time_us"], result(theirs)["iteration_time_us"]
-    print("128 GPUs, one op in flight per rank, identical directories:")
-    print(f"           embedded           {e}  iteration {mine / 1e3:.3f} ms")
-    difference = (mine / other - 1) * 100
-    print(f"           ASTRA-sim unaware  {a}  iteration {other / 1e3:.3f} ms ({difference:+.3f} %)")
-    print(
-        f"           embedded is {a.wall_s / e.wall_s:.1f}x faster in wall time, "
-        f"{a.cpu_s / e.cpu_s:.1f}x in CPU time (target ≥ 20x)"
-    )
+    lines = [
+        "128 GPUs, one op in flight per rank, identical directories:",
+        f"embedded           {e}  iteration {mine / 1e3:.3f} ms",
+        f"ASTRA-sim unaware  {a}  iteration {other / 1e3:.3f} ms ({(mine / other - 1) * 100:+.3f} %)",
+        f"embedded is {a.wall_s / e.wall_s:.1f}x faster in wall time, {a.cpu_s / e.cpu_s:.1f}x in CPU time "
+        "(target ≥ 20x)",
+    ]
+    print("\n           ".join(lines))
 
 
 def case_hetero(work: Path) -> None:
@@ -198,34 +190,30 @@ def case_hetero(work: Path) -> None:
 def case_scaling(work: Path) -> None:
     base = EXAMPLES / "gpt3_175b_1024gpu.yaml"
     print("scaling (GPT-3 175B, TP8·PP16, 16 micro-batches per replica): GPUs vs simulation cost")
-    first = None
-    for dp in (1, 2, 4, 8, 16):
-        spec = spec_variant(
-            base,
-            work / f"dp{dp}.yaml",
-            **{
-                "cluster.node_groups.0.count": 16 * dp,
-                "parallelism.dp": dp,
-                "parallelism.global_batch_size": 16 * dp,
-            },
-        )
-        run_dir = work / f"dp{dp}"
-        cli("build", str(spec), "-o", str(run_dir), "--quiet")
-        m = cli("run", str(run_dir), "--timeline", "none", "--quiet")
-        first = first or m
-        growth = f"x{m.cpu_s / first.cpu_s:4.2f} CPU for x{dp:2d} GPUs"
-        print(f"  {128 * dp:5d} GPUs  {m}  {growth}  [{folding(run_dir)}]")
+    by_gpus = {
+        f"{128 * dp:5d} GPUs": {
+            "cluster.node_groups.0.count": 16 * dp,
+            "parallelism.dp": dp,
+            "parallelism.global_batch_size": 16 * dp,
+        }
+        for dp in (1, 2, 4, 8, 16)
+    }
+    _series(work, base, by_gpus, [1, 2, 4, 8, 16], "GPUs")
     print("scaling (1024 GPUs, TP8·PP16·DP8): micro-batches per replica vs simulation cost")
+    by_mb = {f"{mb:5d} mb  ": {"parallelism.global_batch_size": 8 * mb} for mb in (16, 32, 64, 128)}
+    _series(work, base, by_mb, [1, 2, 4, 8], "micro-batches")
+
+
+def _series(work: Path, base: Path, variants: dict[str, dict], factors: list[int], what: str) -> None:
     first = None
-    for mb in (16, 32, 64, 128):
-        spec = spec_variant(base, work / f"mb{mb}.yaml", **{"parallelism.global_batch_size": 8 * mb})
-        run_dir = work / f"mb{mb}"
-        cli("build", str(spec), "-o", str(run_dir), "--quiet")
+    for (label, changes), factor in zip(variants.items(), factors, strict=True):
+        name = label.strip().replace(" ", "-")
+        run_dir = work / name
+        cli("build", str(spec_variant(base, work / f"{name}.yaml", **changes)), "-o", str(run_dir), "--quiet")
         m = cli("run", str(run_dir), "--timeline", "none", "--quiet")
         first = first or m
         print(
-            f"  {mb:5d} mb    {m}  x{m.cpu_s / first.cpu_s:4.2f} CPU for x{mb // 16:2d} micro-batches  "
-            f"[{folding(run_dir)}]"
+            f"  {label}  {m}  x{m.cpu_s / first.cpu_s:4.2f} CPU for x{factor:2d} {what}  [{folding(run_dir)}]"
         )
 
 

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from astra_hetero.backends.embedded.backend import EmbeddedBackend
+from astra_hetero.pipeline import build_run_dir
 from astra_hetero.results.model import RunResult
+from astra_hetero.spec import parse_spec
 
 
 def simulate_both(run_dir: Path) -> tuple[RunResult, RunResult]:
@@ -43,3 +45,33 @@ def _records(result: RunResult) -> Counter:
             c.instances
         )
     return counts
+
+
+def symmetric_job(root: Path, topology: str = "spine_leaf", micro_batches: int = 4) -> Path:
+    """GPT-3 13B cut to 4 layers on four 4-GPU H100 nodes, TP4 · PP2 · DP2: ranks 0-7 are stage 0
+    (replica 0: 0-3, replica 1: 4-7), 8-15 stage 1."""
+    data = {
+        "name": "symmetric",
+        "model": {"preset": "gpt3-13b", "num_layers": 4},
+        "cluster": {
+            "node_groups": [
+                {
+                    "name": "h100",
+                    "count": 4,
+                    "gpus_per_node": 4,
+                    "gpu": "h100-sxm",
+                    "intra_node_fabric": "nvlink4",
+                    "nic": 400,
+                }
+            ]
+        },
+        "network": {"topology": topology} | ({"nodes_per_leaf": 2} if topology == "spine_leaf" else {}),
+        "parallelism": {
+            "tp": 4,
+            "pp": 2,
+            "dp": 2,
+            "micro_batch_size": 1,
+            "global_batch_size": 2 * micro_batches,
+        },
+    }
+    return build_run_dir(parse_spec(data), root).root

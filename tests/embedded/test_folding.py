@@ -16,7 +16,7 @@ from astra_hetero import chakra_io
 from astra_hetero.chakra_io import pb
 from astra_hetero.pipeline import build_run_dir
 from astra_hetero.spec import load_spec, parse_spec
-from tests.embedded.folding_checks import assert_same_simulation, simulate_both
+from tests.embedded.folding_checks import assert_same_simulation, simulate_both, symmetric_job
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.yaml"))
 
@@ -45,25 +45,7 @@ def test_every_shipped_example_folds_to_the_rank_by_rank_result(tmp_path, exampl
 
 
 def _symmetric_run(root: Path) -> Path:
-    data = {
-        "name": "symmetric",
-        "model": {"preset": "gpt3-13b", "num_layers": 4},
-        "cluster": {
-            "node_groups": [
-                {
-                    "name": "h100",
-                    "count": 4,
-                    "gpus_per_node": 4,
-                    "gpu": "h100-sxm",
-                    "intra_node_fabric": "nvlink4",
-                    "nic": 400,
-                }
-            ]
-        },
-        "network": {"topology": "spine_leaf", "nodes_per_leaf": 2},
-        "parallelism": {"tp": 4, "pp": 2, "dp": 2, "micro_batch_size": 1, "global_batch_size": 8},
-    }
-    return build_run_dir(parse_spec(data), root).root
+    return symmetric_job(root)
 
 
 def _rewrite_trace(path: Path, change) -> None:  # noqa: ANN001 - a node -> None callback
@@ -106,29 +88,22 @@ def test_a_slower_nic_on_one_gpu_splits_the_ranks_it_slows_and_the_result_still_
     assert folded.meta["folding"]["rank_classes"] > before.meta["folding"]["rank_classes"]
 
 
-def test_a_rank_that_names_its_peer_in_another_pattern_still_agrees(tmp_path):
-    # rank 4 of stage 1 receives its activations through two different tags layouts: its trace is
-    # no longer a twin of its class, so it is decoded and simulated as itself
+def _retag_first(kind: int):  # noqa: ANN202 - a trace-rewriting callback
+    """Shift the tag of the first node of `kind` by 1000."""
+
+    def change(nodes):
+        node = next(n for n in nodes if n.type == kind)
+        next(a for a in node.attr if a.name == "comm_tag").int32_val += 1000
+
+    return change
+
+
+def test_a_transfer_with_a_tag_of_its_own_still_agrees(tmp_path):
+    # rank 0's first send and rank 8's first recv (its pipeline partner) get a tag no other rank of
+    # their classes uses: their traces are no longer twins of their classes' and are decoded
     root = _symmetric_run(tmp_path / "run")
-
-    def retag(nodes):
-        for n in nodes:
-            if n.type == pb.COMM_RECV_NODE:
-                for a in n.attr:
-                    if a.name == "comm_tag":
-                        a.int32_val += 1000
-                break
-
-    def retag_send(nodes):
-        for n in nodes:
-            if n.type == pb.COMM_SEND_NODE:
-                for a in n.attr:
-                    if a.name == "comm_tag":
-                        a.int32_val += 1000
-                break
-
-    _rewrite_trace(root / "workload/workload.8.et", retag)
-    _rewrite_trace(root / "workload/workload.0.et", retag_send)
+    _rewrite_trace(root / "workload/workload.8.et", _retag_first(pb.COMM_RECV_NODE))
+    _rewrite_trace(root / "workload/workload.0.et", _retag_first(pb.COMM_SEND_NODE))
     folded, plain = simulate_both(root)
     assert_same_simulation(folded, plain)
 

@@ -7,31 +7,12 @@ from astra_hetero.backends.embedded.folding import fold
 from astra_hetero.backends.embedded.rundir_reader import read_run_dir
 from astra_hetero.backends.embedded.shapes import read_shapes
 from astra_hetero.backends.embedded.symmetry import rank_classes
-from astra_hetero.pipeline import build_run_dir
-from astra_hetero.spec import parse_spec
+from tests.embedded.folding_checks import symmetric_job
 
 
 def _job(root):
-    """TP4 · PP2 · DP2 on four 4-GPU H100 nodes: ranks 0-7 are stage 0 (replica 0: 0-3, 1: 4-7)."""
-    data = {
-        "name": "job",
-        "model": {"preset": "gpt3-13b", "num_layers": 4},
-        "cluster": {
-            "node_groups": [
-                {
-                    "name": "h",
-                    "count": 4,
-                    "gpus_per_node": 4,
-                    "gpu": "h100-sxm",
-                    "intra_node_fabric": "nvlink4",
-                    "nic": 400,
-                }
-            ]
-        },
-        "network": {"topology": "single_switch"},
-        "parallelism": {"tp": 4, "pp": 2, "dp": 2, "micro_batch_size": 1, "global_batch_size": 4},
-    }
-    return read_run_dir(build_run_dir(parse_spec(data), root).root)
+    """TP4 · PP2 · DP2 on four 4-GPU nodes on one switch: ranks 0-7 are stage 0 (replicas 0-3, 4-7)."""
+    return read_run_dir(symmetric_job(root, topology="single_switch", micro_batches=2))
 
 
 def test_a_symmetric_job_has_one_class_per_pipeline_stage(tmp_path):
