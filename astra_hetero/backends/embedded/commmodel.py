@@ -26,11 +26,11 @@ class PlainComm:
         self.group_expected = [len(m) for m in group_members]  # ... when every member has issued
         self.group_instances = [1] * len(group_members)
 
-    def collective_plan(self, group: int, kind: str) -> tuple[PhasePlan, ...]:
-        return self.planner.collective(self.group_members[group], kind)
+    def collective_plan(self, group: int, kind: str, size: int) -> tuple[PhasePlan, ...]:
+        return self.planner.collective(self.group_members[group], kind, size)
 
-    def transfer_plan(self, src: int, dst: int) -> tuple[PhasePlan, ...]:
-        return self.planner.transfer(src, dst)
+    def transfer_plan(self, src: int, dst: int, size: int) -> tuple[PhasePlan, ...]:
+        return self.planner.transfer(src, dst, size)
 
     def recv_key(self, key: TransferKey) -> TransferKey:
         return key
@@ -43,8 +43,8 @@ class FoldedComm:
     `pairs`: a simulated recv's (src, dst) -> the (src, dst) of the simulated send it matches."""
 
     network: FoldedNetwork
-    group_kinds: list[dict[str, tuple[PhasePlan, ...]]]
-    transfers: dict[tuple[int, int], tuple[PhasePlan, ...]]
+    group_kinds: list[dict[tuple[str, int], tuple[PhasePlan, ...]]]  # per group: (kind, size) -> plan
+    transfers: dict[tuple[int, int, int], tuple[PhasePlan, ...]]  # (src, dst, size) -> plan
     group_keys: list[int]
     group_expected: list[int]
     group_instances: list[int]
@@ -54,11 +54,11 @@ class FoldedComm:
     def capacities(self) -> list[float]:
         return self.network.capacities
 
-    def collective_plan(self, group: int, kind: str) -> tuple[PhasePlan, ...]:
-        return self.group_kinds[group][kind]
+    def collective_plan(self, group: int, kind: str, size: int) -> tuple[PhasePlan, ...]:
+        return self.group_kinds[group][(kind, size)]
 
-    def transfer_plan(self, src: int, dst: int) -> tuple[PhasePlan, ...]:
-        return self.transfers[(src, dst)]
+    def transfer_plan(self, src: int, dst: int, size: int) -> tuple[PhasePlan, ...]:
+        return self.transfers[(src, dst, size)]
 
     def recv_key(self, key: TransferKey) -> TransferKey:
         src, dst = self.pairs.get((key[0], key[1]), (key[0], key[1]))

@@ -70,7 +70,7 @@ class Engine:
         # collectives issued per (group, rank), at group * num_ranks + rank
         self.issued = [0] * (len(self.w.group_names) * num_ranks)
         self.forming: dict[int, Comm] = {}  # k * num_groups + group key -> the k-th collective of group
-        self.collective_info: dict[tuple[int, int], tuple[str, str, tuple[PhasePlan, ...], int]] = {}
+        self.collective_info: dict[tuple[int, int, int], tuple[str, str, tuple[PhasePlan, ...], int]] = {}
         self.sends: dict[tuple[int, int, int], deque[Comm]] = {}
         self.recvs: dict[tuple[int, int, int], deque[int]] = {}
         self.done: list[Comm] = []
@@ -233,18 +233,19 @@ class Engine:
     # --- collectives ------------------------------------------------------------------------------
     def _collective(self, g: int, group: int) -> Comm:
         """A new collective instance for node `g` of `group` (plans looked up once per group and type)."""
-        key = (group, self.coll_types[g])
+        size = self.sizes[g]
+        key = (group, self.coll_types[g], size)
         info = self.collective_info.get(key)
         if info is None:
             kind = self.w.coll_kind_name(g)
             info = self.collective_info[key] = (
                 self.w.group_names[group],
                 kind,
-                self.comm.collective_plan(group, kind),
+                self.comm.collective_plan(group, kind, size),
                 self.comm.group_instances[group],
             )
         name, kind, plan, instances = info
-        return Comm(name, kind, self.sizes[g], plan, instances)
+        return Comm(name, kind, size, plan, instances)
 
     def _issue_collective(self, g: int, now: int) -> None:
         rank, group = self.rank_of[g], self.groups[g]
@@ -345,8 +346,8 @@ class Engine:
     # --- point to point ---------------------------------------------------------------------------
     def _issue_send(self, g: int, now: int) -> None:
         w = self.w
-        src, dst = w.ranks[w.rank_of[g]], w.peers[g]
-        comm = Comm(f"{src}->{dst}", "send_recv", w.sizes[g], self.comm.transfer_plan(src, dst))
+        src, dst, size = w.ranks[w.rank_of[g]], w.peers[g], w.sizes[g]
+        comm = Comm(f"{src}->{dst}", "send_recv", size, self.comm.transfer_plan(src, dst, size))
         comm.nodes.append(g)
         key = (src, dst, w.tags[g])
         waiting = self.recvs.get(key)

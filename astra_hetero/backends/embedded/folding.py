@@ -118,9 +118,7 @@ def _comm(
     for name in names:
         c = classes.group_class_of.get(name, -1)
         group_keys.append(c)
-        group_kinds.append(
-            {k: p for (gc, k), p in network.collective_plans.items() if gc == c} if c >= 0 else {}
-        )
+        group_kinds.append({(k, n): p for (gc, k, n), p in network.collective_plans.items() if gc == c})
         issuers = {
             (classes.class_of[m], shapes.groups[m].index(name))
             for m in sim.groups[name]
@@ -128,13 +126,17 @@ def _comm(
         }
         group_expected.append(len(issuers))
         group_instances.append(len(classes.group_classes[c]) if c >= 0 else 0)
+    by_position: dict[tuple[int, int], list[tuple[int, tuple]]] = {}
+    for (c, position, size), plan in network.transfer_plans.items():
+        by_position.setdefault((c, position), []).append((size, plan))
     transfers, pairs = {}, {}
     for c, rep in enumerate(classes.reps):
         for position, peer in enumerate(shapes.peers[rep]):
-            plan = network.transfer_plans.get((c, position))
-            if plan is None:
+            plans = by_position.get((c, position))
+            if plans is None:
                 continue  # `rep` only receives from this peer
-            transfers[(rep, peer)] = plan
+            for size, plan in plans:
+                transfers[(rep, peer, size)] = plan
             # the peer's class representative receives, from its own peer at the position where
             # `peer` lists `rep`, what `rep` sends to `peer` (refinement made these positions agree)
             receiver = classes.reps[classes.class_of[peer]]

@@ -37,7 +37,7 @@ class CommPlanner:
         self.memory_bytes_per_ns = memory_bytes_per_ns  # per rank; None: reductions cost no time
         self._cache: dict[tuple[tuple[int, ...], str], tuple[PhasePlan, ...]] = {}
 
-    def collective(self, members: tuple[int, ...], kind: str) -> tuple[PhasePlan, ...]:
+    def collective(self, members: tuple[int, ...], kind: str, size: int = 0) -> tuple[PhasePlan, ...]:
         key = (members, kind)
         plan = self._cache.get(key)
         if plan is None:
@@ -48,7 +48,7 @@ class CommPlanner:
             self._cache[key] = plan
         return plan
 
-    def transfer(self, src: int, dst: int) -> tuple[PhasePlan, ...]:
+    def transfer(self, src: int, dst: int, size: int = 0) -> tuple[PhasePlan, ...]:
         key = ((src, dst), "p2p")
         plan = self._cache.get(key)
         if plan is None:

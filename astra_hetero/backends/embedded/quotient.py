@@ -37,8 +37,8 @@ _DIGITS = 9  # weights and capacities are compared after rounding: sums of share
 @dataclass(frozen=True)
 class FoldedNetwork:
     capacities: list[float]  # per link class
-    collective_plans: dict[tuple[int, str], tuple[PhasePlan, ...]]  # (group class, kind) -> phases
-    transfer_plans: dict[tuple[int, int], tuple[PhasePlan, ...]]  # (rank class, peer position) -> phases
+    collective_plans: dict[tuple[int, str, int], tuple[PhasePlan, ...]]  # (group class, kind, size) -> phases
+    transfer_plans: dict[tuple[int, int, int], tuple[PhasePlan, ...]]  # (rank class, peer position, size)
     num_links: int  # links (bundles) the folded plans stand for, for reporting
 
 
@@ -52,7 +52,9 @@ class Splits:
 
 @dataclass(frozen=True)
 class _FlowClass:
-    key: tuple[str, int, object]  # ("coll", group class, kind) or ("p2p", rank class, peer position)
+    key: tuple[
+        str, int, object, int
+    ]  # ("coll", group class, kind, size) or ("p2p", rank class, position, size)
     owners: list[object]  # per instance: its group name or its sending rank
     plans: list[tuple[PhasePlan, ...]]
 
@@ -80,7 +82,7 @@ def fold_network(
 def _collective_classes(
     classes: RankClasses, shapes: TraceShapes, groups: Mapping[str, Sequence[int]], planner: CommPlanner
 ) -> list[_FlowClass]:
-    kinds_at = [_kinds_by_position(shape.trace, shape.group_pattern) for shape in shapes.shapes]
+    kinds_at = [_collectives_by_position(shape.trace, shape.group_pattern) for shape in shapes.shapes]
     user = {}  # group -> (a rank using it, the group's position among that rank's groups)
     for rank, names in enumerate(shapes.groups):
         for position, name in enumerate(names):
@@ -88,31 +90,34 @@ def _collective_classes(
     out = []
     for index, names in enumerate(classes.group_classes):
         rank, position = user[names[0]]
-        for kind in kinds_at[shapes.shape_of[rank]][position]:
-            plans = [planner.collective(tuple(groups[name]), kind) for name in names]
-            out.append(_FlowClass(("coll", index, kind), list(names), plans))
+        for kind, size in kinds_at[shapes.shape_of[rank]][position]:
+            plans = [planner.collective(tuple(groups[name]), kind, size) for name in names]
+            out.append(_FlowClass(("coll", index, kind, size), list(names), plans))
     return out
 
 
-def _kinds_by_position(trace: object, pattern: tuple[int, ...]) -> dict[int, list[str]]:
-    kinds = trace.coll_types[trace.kinds == KIND_COLL].tolist()  # type: ignore[attr-defined]
-    found: dict[int, dict[str, None]] = {}
-    for position, coll_type in zip(pattern, kinds, strict=True):
-        found.setdefault(position, {})[chakra_io.COLLECTIVE_NAMES.get(coll_type, str(coll_type))] = None
-    return {position: list(names) for position, names in found.items()}
+def _collectives_by_position(trace: object, pattern: tuple[int, ...]) -> dict[int, list[tuple[str, int]]]:
+    """The distinct (kind, size) of the collectives at each group position (plans may depend on both)."""
+    coll = trace.kinds == KIND_COLL  # type: ignore[attr-defined]
+    types, sizes = trace.coll_types[coll].tolist(), trace.sizes[coll].tolist()  # type: ignore[attr-defined]
+    found: dict[int, dict[tuple[str, int], None]] = {}
+    for position, coll_type, size in zip(pattern, types, sizes, strict=True):
+        found.setdefault(position, {})[(chakra_io.COLLECTIVE_NAMES.get(coll_type, str(coll_type)), size)] = (
+            None
+        )
+    return {position: list(kinds) for position, kinds in found.items()}
 
 
 def _transfer_classes(classes: RankClasses, shapes: TraceShapes, planner: CommPlanner) -> list[_FlowClass]:
     out = []
     for index, ranks in enumerate(classes.members):
-        shape = shapes.shapes[shapes.shape_of[ranks[0]]]
-        p2p_kinds = shape.trace.kinds[shape.trace.kinds > KIND_COLL].tolist()
-        sent_to = sorted(
-            {q for q, kind in zip(shape.peer_pattern, p2p_kinds, strict=True) if kind == KIND_SEND}
-        )
-        for position in sent_to:
-            plans = [planner.transfer(rank, shapes.peers[rank][position]) for rank in ranks]
-            out.append(_FlowClass(("p2p", index, position), list(ranks), plans))
+        trace = shapes.shapes[shapes.shape_of[ranks[0]]].trace
+        p2p = trace.kinds > KIND_COLL
+        pattern = shapes.shapes[shapes.shape_of[ranks[0]]].peer_pattern
+        sends = zip(pattern, trace.kinds[p2p].tolist(), trace.sizes[p2p].tolist(), strict=True)
+        for position, size in sorted({(q, size) for q, kind, size in sends if kind == KIND_SEND}):
+            plans = [planner.transfer(rank, shapes.peers[rank][position], size) for rank in ranks]
+            out.append(_FlowClass(("p2p", index, position, size), list(ranks), plans))
     return out
 
 
@@ -188,7 +193,7 @@ def _folded(
             links = tuple(sorted(weights.items()))
             solo = solo_rate(links, class_capacity) if links else 0.0
             phases.append(dataclasses.replace(phase, links=links, solo_rate=solo))
-        kind, owner, what = fc.key
+        kind, owner, what, size = fc.key
         target = collective if kind == "coll" else transfer
-        target[(owner, what)] = tuple(phases)
+        target[(owner, what, size)] = tuple(phases)
     return FoldedNetwork(class_capacity, collective, transfer, len(link_class))
