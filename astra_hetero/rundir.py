@@ -75,15 +75,14 @@ def read_json_object(path: Path, if_missing: str) -> dict[str, Any]:
     if not path.is_file():
         raise RunDirError(f"{path}: missing ({if_missing})")
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise RunDirError(f"{path}: not a text file (byte {exc.start} is not UTF-8)") from None
-    except json.JSONDecodeError as exc:
-        raise RunDirError(f"{path}: not valid JSON ({exc})") from None
-    except RecursionError:
-        raise RunDirError(f"{path}: JSON nested too deeply") from None
+        data = json.loads(path.read_bytes())
     except OSError as exc:
         raise RunDirError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except ValueError as exc:  # JSONDecodeError, or UnicodeDecodeError for binary content
+        reason = str(exc) if isinstance(exc, json.JSONDecodeError) else "not UTF-8 text"
+        raise RunDirError(f"{path}: not valid JSON ({reason})") from None
+    except RecursionError:
+        raise RunDirError(f"{path}: nested too deeply") from None
     if not isinstance(data, dict):
         raise RunDirError(f"{path}: expected a JSON object")
     return data

@@ -104,11 +104,18 @@ def test_a_manifest_without_num_ranks_is_refused(tmp_path, capsys):
     _fails(root, capsys, "manifest.json", "num_ranks is missing")
 
 
-@pytest.mark.parametrize("name", ["manifest.json", "workload/comm_groups.json", "ns3/topology.txt"])
-def test_binary_files_are_refused_by_name(tmp_path, capsys, name):
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("manifest.json", "not UTF-8 text"),
+        ("workload/comm_groups.json", "not UTF-8 text"),
+        ("ns3/topology.txt", "not a text file"),
+    ],
+)
+def test_binary_files_are_refused_by_name(tmp_path, capsys, name, reason):
     root = _run_dir(tmp_path)
     (root / name).write_bytes(b"\xff\xfe\x00\x81" * 64)
-    _fails(root, capsys, name, "not a text file")
+    _fails(root, capsys, name, reason)
 
 
 def test_deeply_nested_comm_groups_are_refused(tmp_path, capsys):
