@@ -107,8 +107,8 @@ def test_a_manifest_without_num_ranks_is_refused(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("name", "reason"),
     [
-        ("manifest.json", "not UTF-8 text"),
-        ("workload/comm_groups.json", "not UTF-8 text"),
+        ("manifest.json", "not valid JSON"),
+        ("workload/comm_groups.json", "not valid JSON"),
         ("ns3/topology.txt", "not a text file"),
     ],
 )
