@@ -33,7 +33,13 @@ MARKER_FORMAT = "astra-hetero/output@1"
 
 # The entries of each part of a run directory, for directories written before the marker recorded them.
 RUN_PARTS: dict[str, tuple[str, ...]] = {
-    "workload": (rundir.SPEC, rundir.MANIFEST, rundir.WORKLOAD_DIR, rundir.CALIBRATION, rundir.NCCL_TESTS_DIR),
+    "workload": (
+        rundir.SPEC,
+        rundir.MANIFEST,
+        rundir.WORKLOAD_DIR,
+        rundir.CALIBRATION,
+        rundir.NCCL_TESTS_DIR,
+    ),
     "topology": (rundir.NS3_DIR, rundir.ANALYTICAL_DIR, rundir.TOPOLOGY_PNG),
     "result": (rundir.RESULT, rundir.TIMELINE, rundir.LOGS_DIR, rundir.REPORT_DIR),
 }

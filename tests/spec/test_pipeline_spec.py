@@ -36,7 +36,11 @@ BAD = {
         "parallelism.virtual_stages",
         "exceed the model's 8 layers",
     ),
-    "zero virtual stages": (spec_data(virtual_stages=0), "parallelism.virtual_stages", "greater than or equal to 1"),
+    "zero virtual stages": (
+        spec_data(virtual_stages=0),
+        "parallelism.virtual_stages",
+        "greater than or equal to 1",
+    ),
     "uniform layers not divisible by pp·v": (
         spec_data(virtual_stages=3),
         "partition.layers",
