@@ -21,19 +21,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from astra_hetero.errors import FieldError
-from astra_hetero.spec.schema import Spec
+
+if TYPE_CHECKING:  # annotations only: the CLI imports this module to declare its options
+    from astra_hetero.spec.schema import Spec
 
 # Trace nodes per layer per micro-batch on a rank with tp > 1: compute and TP collective alternate,
-# 8 without sequence parallelism, 20 with it; full recompute adds half as many again.
+# 8 without sequence parallelism, 16 with it; full recompute adds half as many again. With sequence
+# parallelism the backward also re-gathers the input of the layer's two column-parallel GEMMs
+# (workload/costs.py `_regather`): an all-gather and the compute it splits, twice.
 NODES_PER_LAYER = 8
-NODES_PER_LAYER_SP = 20
+NODES_PER_LAYER_SP_REGATHER = 4
 # Per micro-batch (pipeline send/recv, embedding, head, loss) and per layer once (gradient buckets).
 NODES_PER_MICRO_BATCH = 4
 NODES_PER_LAYER_ONCE = 2
 NODES_PER_RANK = 12  # optimizer step, tail bucket, embedding sync
 
+MAX_SWEEP_POINTS = 10_000  # points a sweep may expand to (`sweep --max-points`)
 MAX_MICRO_BATCHES = 1_000_000  # pipeline tags number micro-batches below this (graph.p2p_tag)
 MAX_TAG = 2**31 - 1
 
@@ -67,10 +73,9 @@ def estimate_work(spec: Spec) -> WorkEstimate:
     ranks = cluster.num_gpus
     per_layer = 0
     if par.tp > 1:
-        # sequence parallelism: all-gather + reduce-scatter in place of each all-reduce, and the backward
-        # re-gathers the sharded input of each column-parallel GEMM
-        per_layer = NODES_PER_LAYER_SP if par.sequence_parallel else NODES_PER_LAYER
+        per_layer = NODES_PER_LAYER * (2 if par.sequence_parallel else 1)
         per_layer += per_layer // 2 if par.recompute == "full" else 0
+        per_layer += NODES_PER_LAYER_SP_REGATHER if par.sequence_parallel else 0
     chunks = _virtual_stages(spec)
     trace_nodes = (
         par.tp * micro_batches * layers * per_layer

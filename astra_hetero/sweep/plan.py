@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from astra_hetero.bounds import MAX_SWEEP_POINTS
 from astra_hetero.errors import SpecError
 from astra_hetero.spec import load_spec, parse_spec
 from astra_hetero.spec.load import spec_error_from_validation
@@ -78,7 +79,7 @@ class Sweep:
     timeout_s: float | None = None
 
 
-MAX_POINTS = 10_000
+MAX_POINTS = MAX_SWEEP_POINTS
 
 
 def load_sweep(path: str | Path, max_points: int = MAX_POINTS) -> Sweep:

@@ -72,9 +72,13 @@ def plan_workload(spec: Spec) -> WorkloadPlan:
     )
     check_memory(spec, layout, partition)
     groups = _comm_groups(spec, layout)
+    of_rank: list[list[CommGroup]] = [[] for _ in range(layout.num_ranks)]
+    for group in groups:  # each rank's groups, found once rather than by scanning every group per rank
+        for rank in group.ranks:
+            of_rank[rank].append(group)
     active = layout.active_ranks
-    contexts = [_context(spec, layout, partition, groups, blocks, rank) for rank in active]
-    bindings = [_binding(spec, layout, groups, rank) for rank in active]
+    contexts = [_context(spec, layout, partition, of_rank[r], blocks, r) for r in active]
+    bindings = [_binding(spec, layout, of_rank[r], r) for r in active]
     return WorkloadPlan(spec, layout, partition, groups, contexts, bindings)
 
 
@@ -124,6 +128,7 @@ def _comm_groups(spec: Spec, layout: Layout) -> list[CommGroup]:
 
 
 def _binding(spec: Spec, layout: Layout, groups: list[CommGroup], rank: int) -> RankBinding:
+    """`groups`: the comm groups holding `rank`."""
     place = layout.placement(rank)
     pp = spec.parallelism.pp
     # with virtual stages the pipeline is a ring: the last stage feeds stage 0's next chunk
@@ -133,7 +138,7 @@ def _binding(spec: Spec, layout: Layout, groups: list[CommGroup], rank: int) -> 
         peers["prev"] = layout.rank_of((place.stage - 1) % pp, place.replica, place.tp_index)
     if place.stage < pp - 1 or ring:
         peers["next"] = layout.rank_of((place.stage + 1) % pp, place.replica, place.tp_index)
-    return RankBinding(rank, {g.kind: g.id for g in groups if rank in g.ranks}, peers)
+    return RankBinding(rank, {g.kind: g.id for g in groups}, peers)
 
 
 def _context(
@@ -152,7 +157,7 @@ def _context(
     params, extra_params = stage_parameters(model, par, stage, partition.layers_per_stage[stage])
     embedding_params = counts.embedding / par.tp if stage == 0 else 0.0
     tokens = par.micro_batch_size * model.seq_len
-    roles = {g.kind for g in groups if rank in g.ranks}
+    roles = {g.kind for g in groups}
     return RankContext(
         stage=stage,
         num_stages=par.pp,
