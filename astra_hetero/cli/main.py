@@ -13,7 +13,7 @@ from astra_hetero import __version__
 from astra_hetero.errors import AstraHeteroError
 
 # Each module defines `register(subparsers) -> None`, which sets `func(args) -> int` as a default.
-SUBCOMMANDS = ("generate", "topology", "build", "run", "report", "sweep")
+SUBCOMMANDS = ("generate", "topology", "build", "run", "report", "sweep", "study")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -296,6 +296,25 @@ class CollectiveSpec(Strict):
     )
 
 
+class ScopeSpec(Strict):
+    """A cut-down iteration for expensive backends (packet-level ns-3): the plan is made for the whole
+    model and batch (partition, memory check), then each stage keeps only its first layers and each
+    replica only its first micro-batches. Gradient sync then covers only the layers kept."""
+
+    layers_per_stage: PositiveInt | None = Field(
+        None, description="transformer layers kept on each pipeline stage (at most its planned share)"
+    )
+    micro_batches_per_replica: PositiveInt | None = Field(
+        None, description="micro-batches each data-parallel replica runs (at most its planned share)"
+    )
+
+    @model_validator(mode="after")
+    def _something(self) -> ScopeSpec:
+        if self.layers_per_stage is None and self.micro_batches_per_replica is None:
+            raise ValueError("give layers_per_stage and/or micro_batches_per_replica (or drop `scope`)")
+        return self
+
+
 class Spec(Strict):
     name: str = "experiment"
     model: ModelSpec
@@ -306,3 +325,4 @@ class Spec(Strict):
     partition: PartitionSpec = PartitionSpec()
     collectives: CollectiveSpec = CollectiveSpec()
     calibration: str | None = Field(None, description="CSV of measured operator times, relative to the spec")
+    scope: ScopeSpec | None = Field(None, description="simulate a cut-down iteration (few layers, micro-batches)")

@@ -27,7 +27,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError, model_validator
 
 from astra_hetero.errors import SpecError
-from astra_hetero.spec import load_spec, parse_spec
+from astra_hetero.spec import Spec, load_spec, parse_spec
 from astra_hetero.spec.load import spec_error_from_validation
 
 _TOKEN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
@@ -63,6 +63,11 @@ class SweepPoint:
     name: str  # unique; also the point's directory name
     overrides: dict[str, Any]
     spec_data: dict[str, Any]
+    backend: str | None = None  # this point's backend; None: the sweep's
+
+    def spec(self) -> Spec:
+        """The spec this point runs; raises SpecError when the overrides made it invalid."""
+        return parse_spec(self.spec_data)
 
 
 @dataclass(frozen=True)
@@ -90,7 +95,7 @@ def plan_sweep(data: Any, directory: Path) -> Sweep:
         sweep = SweepFile.model_validate(data)
     except ValidationError as exc:
         raise spec_error_from_validation(exc) from None
-    base = _base_data(sweep.base, directory)
+    base = base_data(sweep.base, directory)
     if sweep.grid is not None:
         keys = tuple(sweep.grid)
         named = [(_grid_name(keys, values), dict(zip(keys, values, strict=True)))
@@ -145,7 +150,8 @@ def _render(steps: list[str | int]) -> str:
     return text
 
 
-def _base_data(base: str | dict[str, Any], directory: Path) -> dict[str, Any]:
+def base_data(base: str | dict[str, Any], directory: Path) -> dict[str, Any]:
+    """The base spec (a file relative to `directory`, or inline), validated, as plain data."""
     spec = load_spec(directory / base) if isinstance(base, str) else parse_spec(base)
     return spec.model_dump()
 

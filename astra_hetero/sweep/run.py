@@ -47,17 +47,16 @@ OnDone = Callable[[PointOutcome], None]
 def run_point(point: SweepPoint, out_dir: str, backend: str, options: dict[str, Any]) -> PointOutcome:
     """Build and run one point; never raises for a failure of the point itself."""
     from astra_hetero import pipeline
-    from astra_hetero.spec import parse_spec
 
     run_dir = Path(out_dir) / point.name
     try:
-        built = pipeline.build_run_dir(parse_spec(point.spec_data), run_dir)
-        result = pipeline.execute(built.root, backend, **options)
+        built = pipeline.build_run_dir(point.spec(), run_dir)
+        result = pipeline.execute(built.root, point.backend or backend, **options)
     except AstraHeteroError as exc:
         return _failed(point, run_dir, str(exc))
     except Exception as exc:  # a bug hit by one point must not end the other points
         return _failed(point, run_dir, f"{type(exc).__name__}: {exc}")
-    return PointOutcome(point.index, point.name, point.overrides, str(run_dir), metrics=_metrics(result),
+    return PointOutcome(point.index, point.name, point.overrides, str(run_dir), metrics=result_metrics(result),
                         warnings=result.warnings)
 
 
@@ -159,7 +158,7 @@ def _cell(value: Any) -> Any:
     return round(value, 3) if isinstance(value, float) else value
 
 
-def _metrics(result: RunResult) -> dict[str, float]:
+def result_metrics(result: RunResult) -> dict[str, float]:
     return {
         "iteration_time_us": result.iteration_time_us,
         "num_ranks": result.num_ranks,

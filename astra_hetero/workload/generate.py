@@ -27,6 +27,7 @@ from astra_hetero.workload.layout import Layout, build_layout
 from astra_hetero.workload.memory import check_memory, max_layers_that_fit
 from astra_hetero.workload.partition import Partition, build_partition
 from astra_hetero.workload.schedule import schedule_for
+from astra_hetero.workload.scope import scoped
 from astra_hetero.workload.timing import DeviceCostModel, load_calibration
 
 Progress = Callable[[int], None]
@@ -71,6 +72,7 @@ def plan_workload(spec: Spec) -> WorkloadPlan:
         lambda stage: max_layers_that_fit(spec, layout, stage, most_mb),
     )
     check_memory(spec, layout, partition)
+    partition = scoped(partition, spec.scope)  # a cut-down iteration, planned for the whole one
     groups = _comm_groups(spec, layout)
     contexts = [_context(spec, layout, partition, groups, blocks, rank) for rank in range(layout.num_ranks)]
     bindings = [_binding(spec, layout, groups, rank) for rank in range(layout.num_ranks)]
@@ -227,6 +229,7 @@ def manifest(plan: WorkloadPlan) -> dict[str, Any]:
         "parallelism": spec.parallelism.model_dump(mode="json"),
         "layers_per_stage": list(partition.layers_per_stage),
         "micro_batches_per_replica": list(partition.micro_batches_per_replica),
+        "scope": spec.scope.model_dump(mode="json") if spec.scope else None,
         "workload_prefix": rundir.WORKLOAD_PREFIX,
         "comm_groups": groups,
         "ranks": ranks,

@@ -1,0 +1,160 @@
+"""A study's declared figures as PNGs: bars, stacked bars or lines of result columns against an axis,
+split into series and panels by other axes. Each figure carries its title, axis labels with units, and
+a legend; missing values (failed points) leave a gap rather than a zero.
+
+matplotlib is imported here only, and drives an Agg canvas attached to each figure (no pyplot state).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from astra_hetero.results.report import format_number
+from astra_hetero.studies.columns import Column, display_unit
+from astra_hetero.studies.schema import FigureLayout
+from astra_hetero.studies.table import ResultsTable, Row
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+DPI = 110
+MAX_ANNOTATED_BARS = 24
+COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
+
+
+def render_figure(layout: FigureLayout, table: ResultsTable, path: Path) -> Path | None:
+    """Draw `layout` from the table's successful rows; None when no row matches it."""
+    rows = table.select(layout.where)
+    if not rows:
+        return None
+    columns = [table.columns[name] for name in layout.y]
+    values = [r.values[c.name] for r in rows for c in columns if c.name in r.values]
+    scale, unit = display_unit(columns[0].unit, max((abs(v) for v in values), default=0.0))
+    panels = _present(table, layout.panels, rows)
+    x_levels = _present(table, layout.x, rows)
+    per_panel = 1.0 + len(x_levels) * min(0.35 * _marks(layout, table, rows) + 0.3, 1.6)
+    fig = _figure(width=min(2.5 + len(panels) * per_panel, 16.0), height=4.6)
+    axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
+    for ax, panel in zip(axes, panels, strict=True):
+        in_panel = [r for r in rows if layout.panels is None or r.levels[layout.panels] == panel]
+        draw = {"bar": _bars, "stacked_bar": _stacked, "line": _lines}[layout.kind]
+        draw(ax, layout, table, in_panel, columns, x_levels, scale)
+        for y in layout.reference_lines:
+            ax.axhline(y / scale, color="black", linewidth=0.8, linestyle=":")
+        if layout.panels is not None:
+            ax.set_title(f"{layout.panels} = {panel}", fontsize="medium")
+        ax.set_xlabel(layout.x_label or layout.x)
+        ax.grid(axis="y", linewidth=0.4, alpha=0.5)
+    axes[0].set_ylabel(f"{layout.y_label}{unit}" if layout.y_label else _y_label(columns, unit))
+    fig.suptitle(layout.title)
+    handles, labels = axes[0].get_legend_handles_labels()
+    if len(labels) > 1:
+        fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 4),
+                   fontsize="small", frameon=False)
+    path = Path(path)
+    fig.savefig(path, dpi=DPI, format="png")
+    return path
+
+
+def _y_label(columns: Sequence[Column], unit: str) -> str:
+    if len(columns) == 1:
+        return columns[0].label + unit
+    return ("time" if columns[0].unit == "us" else "value") + unit
+
+
+def _present(table: ResultsTable, axis: str | None, rows: Sequence[Row]) -> list[str | None]:
+    """The axis's values that occur in `rows`, in the study's order ([None] for no axis)."""
+    if axis is None:
+        return [None]
+    seen = {r.levels[axis] for r in rows}
+    return [label for label in table.study.axis(axis).labels if label in seen]
+
+
+def _marks(layout: FigureLayout, table: ResultsTable, rows: Sequence[Row]) -> int:
+    if layout.kind != "bar":
+        return 1
+    return len(layout.y) * len(_present(table, layout.series, rows))
+
+
+def _value(rows: Sequence[Row], levels: dict[str, str | None], column: str, scale: float) -> float:
+    for row in rows:
+        if all(label is None or row.levels[axis] == label for axis, label in levels.items()):
+            value = row.values.get(column)
+            return math.nan if value is None else value / scale
+    return math.nan
+
+
+def _bars(ax: Axes, layout: FigureLayout, table: ResultsTable, rows: Sequence[Row],
+          columns: Sequence[Column], x_levels: list[str | None], scale: float) -> None:
+    series = _present(table, layout.series, rows)
+    groups = [(c, s) for c in columns for s in series]
+    width = 0.8 / len(groups)
+    annotate = len(groups) * len(x_levels) <= MAX_ANNOTATED_BARS
+    for i, (column, level) in enumerate(groups):
+        heights = [_value(rows, {layout.x: x, **({layout.series: level} if layout.series else {})},
+                          column.name, scale) for x in x_levels]
+        offsets = [j - 0.4 + width * (i + 0.5) for j in range(len(x_levels))]
+        bars = ax.bar(offsets, heights, width=width, color=COLORS[i % len(COLORS)],
+                      label=_series_label(column, layout.series, level, len(columns) > 1))
+        if annotate:
+            ax.bar_label(bars, labels=["" if math.isnan(h) else format_number(h) for h in heights],
+                         fontsize="x-small", padding=1)
+    _categorical(ax, x_levels)
+    if any(v < 0 for r in rows for c in columns if (v := r.values.get(c.name)) is not None):
+        ax.axhline(0, color="black", linewidth=0.6)
+
+
+def _stacked(ax: Axes, layout: FigureLayout, table: ResultsTable, rows: Sequence[Row],
+             columns: Sequence[Column], x_levels: list[str | None], scale: float) -> None:
+    del table
+    bottom = [0.0] * len(x_levels)
+    for i, column in enumerate(columns):
+        heights = [_value(rows, {layout.x: x}, column.name, scale) for x in x_levels]
+        ax.bar(range(len(x_levels)), heights, bottom=bottom, width=0.7, color=COLORS[i % len(COLORS)],
+               label=column.label)
+        bottom = [b + (0.0 if math.isnan(h) else h) for b, h in zip(bottom, heights, strict=True)]
+    _categorical(ax, x_levels)
+
+
+def _lines(ax: Axes, layout: FigureLayout, table: ResultsTable, rows: Sequence[Row],
+           columns: Sequence[Column], x_levels: list[str | None], scale: float) -> None:
+    axis = table.study.axis(layout.x)
+    numeric = axis.numeric
+    values = {level.label: level.value for level in axis.levels}
+    xs = [values[x] if numeric else i for i, x in enumerate(x_levels)]
+    series = _present(table, layout.series, rows)
+    for i, (column, level) in enumerate((c, s) for c in columns for s in series):
+        ys = [_value(rows, {layout.x: x, **({layout.series: level} if layout.series else {})},
+                     column.name, scale) for x in x_levels]
+        ax.plot(xs, ys, marker="o", color=COLORS[i % len(COLORS)],
+                label=_series_label(column, layout.series, level, len(columns) > 1))
+    if not numeric:
+        _categorical(ax, x_levels)
+
+
+def _series_label(column: Column, series_axis: str | None, level: str | None, several_columns: bool) -> str:
+    parts = [column.label] if several_columns or series_axis is None else []
+    if series_axis is not None:
+        parts.append(f"{series_axis} = {level}")
+    return " · ".join(parts)
+
+
+def _categorical(ax: Axes, levels: list[str | None]) -> None:
+    ax.set_xticks(range(len(levels)), [str(level) for level in levels])
+    if sum(len(str(level)) for level in levels) > 60:
+        ax.tick_params(axis="x", labelrotation=30)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
+
+
+def _figure(width: float, height: float) -> Figure:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
