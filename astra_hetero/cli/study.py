@@ -13,21 +13,40 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "study", help="run a study (points over a base spec), tabulate it and write its report with figures"
     )
     parser.add_argument("study_file", type=Path, help="study file (YAML): base spec, axes, tables, figures")
-    parser.add_argument("-o", "--output", type=Path, required=True,
-                        help="directory for points/, results.csv, report.md and the figures")
-    parser.add_argument("--backend", choices=backend_names(),
-                        help="simulator for points that pin none (default: the study file's, else embedded)")
-    parser.add_argument("--reduced", action="store_true",
-                        help="run the study's reduced version (fewer points or a cut-down workload)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        required=True,
+        help="directory for points/, results.csv, report.md and the figures",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=backend_names(),
+        help="simulator for points that pin none (default: the study file's, else embedded)",
+    )
+    parser.add_argument(
+        "--reduced",
+        action="store_true",
+        help="run the study's reduced version (fewer points or a cut-down workload)",
+    )
     parser.add_argument("--jobs", "-j", type=int, default=1, help="points run in parallel (local processes)")
-    parser.add_argument("--ray", metavar="ADDRESS",
-                        help="run the points as tasks on this Ray cluster; OUT must be visible to every node")
+    parser.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run the points as tasks on this Ray cluster; OUT must be visible to every node",
+    )
     parser.add_argument("--binary", help="ASTRA-sim binary to use (ASTRA-sim backends)")
-    parser.add_argument("--bin-dir", help="directory holding the ASTRA-sim binaries "
-                                          "(else $ASTRA_SIM_BIN_DIR, PATH)")
+    parser.add_argument(
+        "--bin-dir", help="directory holding the ASTRA-sim binaries (else $ASTRA_SIM_BIN_DIR, PATH)"
+    )
     parser.add_argument("--docker", metavar="IMAGE", help="run the ASTRA-sim binary inside this Docker image")
-    parser.add_argument("--timeout", type=float, metavar="SECONDS",
-                        help="per point, ASTRA-sim backends (default: the study file's)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="per point, ASTRA-sim backends (default: the study file's)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=study)
 
@@ -41,12 +60,22 @@ def study(args: argparse.Namespace) -> int:
     from astra_hetero.sweep.run import first_line
 
     plan = load_study(args.study_file, reduced=args.reduced)
-    options = {"binary": args.binary, "bin_dir": args.bin_dir, "docker_image": args.docker,
-               "timeout_s": args.timeout if args.timeout is not None else plan.file.timeout_s}
+    options = {
+        "binary": args.binary,
+        "bin_dir": args.bin_dir,
+        "docker_image": args.docker,
+        "timeout_s": args.timeout if args.timeout is not None else plan.file.timeout_s,
+    }
     console = Console()
     label = f"{plan.name}{' (reduced)' if args.reduced else ''}"
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, disable=args.quiet) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=args.quiet,
+    ) as bar:
         task = bar.add_task(label, total=len(plan.points))
 
         def done(outcome: StudyOutcome) -> None:
@@ -54,15 +83,18 @@ def study(args: argparse.Namespace) -> int:
                 bar.console.print(f"[red]failed[/red] {outcome.point.name}: {first_line(outcome.error)}")
             bar.advance(task)
 
-        outcomes = run_study(plan, args.output, args.backend, options, jobs=args.jobs, ray_address=args.ray,
-                             on_outcome=done)
+        outcomes = run_study(
+            plan, args.output, args.backend, options, jobs=args.jobs, ray_address=args.ray, on_outcome=done
+        )
     table = build_table(plan, outcomes)
     files = write_report(table, args.output, args.study_file)
     num_failed = sum(not row.ok for row in table.rows)
     num_resumed = sum(o.resumed for o in outcomes)
-    console.print(f"{label}: {len(outcomes)} points, {len(outcomes) - num_failed} ok"
-                  + (f", {num_failed} failed" if num_failed else "")
-                  + (f" ({num_resumed} complete from an earlier run, not run again)" if num_resumed else ""))
+    console.print(
+        f"{label}: {len(outcomes)} points, {len(outcomes) - num_failed} ok"
+        + (f", {num_failed} failed" if num_failed else "")
+        + (f" ({num_resumed} complete from an earlier run, not run again)" if num_resumed else "")
+    )
     console.print(f"results: {files.csv}")
     console.print(f"report:  {files.report}")
     if files.figures:

@@ -239,6 +239,12 @@ class NetworkSpec(Strict):
     link_latency_ns: Annotated[float, Field(ge=0)] = 500.0
     dcqcn: DcqcnSpec = DcqcnSpec()
     ns3: Ns3Spec = Ns3Spec()
+    link_efficiency: Literal["ideal", "ns3_packets"] | Fraction = Field(
+        "ideal",
+        description="embedded engine: the share of every link's rate that carries payload. ideal = 1; "
+        "ns3_packets = what ns-3's packets leave (payload / (payload + headers + ACK), from ns3/config.txt); "
+        "or a number, e.g. calibrated from short ns-3 runs",
+    )
 
 
 class ParallelismSpec(Strict):

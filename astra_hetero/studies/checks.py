@@ -42,7 +42,9 @@ def check_study(study_file: StudyFile, axes: Sequence[AxisInfo]) -> None:
             raise SpecError(f"axes.{name}", f"{name!r} is a column of the results table; rename the axis")
     valid_backends = backend_names()
     if study_file.backend is not None and study_file.backend not in valid_backends:
-        raise SpecError("backend", f"unknown backend {study_file.backend!r}; valid: {', '.join(valid_backends)}")
+        raise SpecError(
+            "backend", f"unknown backend {study_file.backend!r}; valid: {', '.join(valid_backends)}"
+        )
     for name, axis in study_file.axes.items():
         if isinstance(axis, list):
             _check_backends(name, axis, valid_backends)
@@ -66,11 +68,14 @@ def check_study(study_file: StudyFile, axes: Sequence[AxisInfo]) -> None:
 def _check_backends(axis: str, variants: list[Variant], valid: list[str]) -> None:
     for i, variant in enumerate(variants):
         if variant.backend is not None and variant.backend not in valid:
-            raise SpecError(f"axes.{axis}[{i}].backend",
-                            f"unknown backend {variant.backend!r}; valid: {', '.join(valid)}")
+            raise SpecError(
+                f"axes.{axis}[{i}].backend", f"unknown backend {variant.backend!r}; valid: {', '.join(valid)}"
+            )
 
 
-def _check_table(table: TableLayout, axes: dict[str, AxisInfo], columns: dict[str, Column], where: str) -> None:
+def _check_table(
+    table: TableLayout, axes: dict[str, AxisInfo], columns: dict[str, Column], where: str
+) -> None:
     used = [*table.rows, *([table.pivot] if table.pivot else [])]
     for i, name in enumerate(table.rows):
         _check_axis(name, axes, f"{where}.rows[{i}]")
@@ -84,8 +89,9 @@ def _check_table(table: TableLayout, axes: dict[str, AxisInfo], columns: dict[st
     _check_covered(used, table.where, axes, where, "rows or pivot")
 
 
-def _check_figure(figure: FigureLayout, axes: dict[str, AxisInfo], columns: dict[str, Column],
-                  where: str) -> None:
+def _check_figure(
+    figure: FigureLayout, axes: dict[str, AxisInfo], columns: dict[str, Column], where: str
+) -> None:
     placed = [("x", figure.x), ("series", figure.series), ("panels", figure.panels)]
     used = [name for _, name in placed if name is not None]
     for role, name in placed:
@@ -99,7 +105,9 @@ def _check_figure(figure: FigureLayout, axes: dict[str, AxisInfo], columns: dict
         _check_column(name, columns, f"{where}.y[{i}]")
     units = {columns[name].unit for name in figure.y}
     if len(units) > 1:
-        raise SpecError(f"{where}.y", f"columns of different units ({', '.join(sorted(units))}) share one axis")
+        raise SpecError(
+            f"{where}.y", f"columns of different units ({', '.join(sorted(units))}) share one axis"
+        )
     _check_where(figure.where, axes, f"{where}.where")
     _check_covered(used, figure.where, axes, where, "x, series or panels")
 
@@ -121,17 +129,23 @@ def _check_where(where_values: Where, axes: dict[str, AxisInfo], where: str) -> 
         _check_axis(name, axes, f"{where}.{name}")
         for value in wanted if isinstance(wanted, list) else [wanted]:
             if value_label(value) not in axes[name].labels:
-                raise SpecError(f"{where}.{name}",
-                                f"{value!r} is not a value of axis {name!r}; values: "
-                                f"{', '.join(axes[name].labels)}")
+                raise SpecError(
+                    f"{where}.{name}",
+                    f"{value!r} is not a value of axis {name!r}; values: {', '.join(axes[name].labels)}",
+                )
 
 
-def _check_covered(used: list[str], where_values: Where, axes: dict[str, AxisInfo], where: str,
-                   roles: str) -> None:
+def _check_covered(
+    used: list[str], where_values: Where, axes: dict[str, AxisInfo], where: str, roles: str
+) -> None:
     """Each varying axis must be placed or pinned to one value, or several points share one cell."""
     for name, axis in axes.items():
         pinned = name in where_values and not (
-            isinstance(where_values[name], list) and len(where_values[name]) > 1)  # type: ignore[arg-type]
+            isinstance(where_values[name], list) and len(where_values[name]) > 1
+        )  # type: ignore[arg-type]
         if name not in used and not pinned and len(axis.levels) > 1:
-            raise SpecError(where, f"axis {name!r} has {len(axis.levels)} values but is not among the "
-                                   f"{roles}; place it there or pin it with `where: {{{name}: ...}}`")
+            raise SpecError(
+                where,
+                f"axis {name!r} has {len(axis.levels)} values but is not among the "
+                f"{roles}; place it there or pin it with `where: {{{name}: ...}}`",
+            )

@@ -53,8 +53,14 @@ def render_figure(layout: FigureLayout, table: ResultsTable, path: Path) -> Path
     fig.suptitle(layout.title)
     handles, labels = axes[0].get_legend_handles_labels()
     if len(labels) > 1:
-        fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 4),
-                   fontsize="small", frameon=False)
+        fig.legend(
+            handles,
+            labels,
+            loc="outside lower center",
+            ncols=min(len(labels), 4),
+            fontsize="small",
+            frameon=False,
+        )
     path = Path(path)
     fig.savefig(path, dpi=DPI, format="png")
     return path
@@ -88,50 +94,99 @@ def _value(rows: Sequence[Row], levels: dict[str, str | None], column: str, scal
     return math.nan
 
 
-def _bars(ax: Axes, layout: FigureLayout, table: ResultsTable, rows: Sequence[Row],
-          columns: Sequence[Column], x_levels: list[str | None], scale: float) -> None:
+def _bars(
+    ax: Axes,
+    layout: FigureLayout,
+    table: ResultsTable,
+    rows: Sequence[Row],
+    columns: Sequence[Column],
+    x_levels: list[str | None],
+    scale: float,
+) -> None:
     series = _present(table, layout.series, rows)
     groups = [(c, s) for c in columns for s in series]
     width = 0.8 / len(groups)
     annotate = len(groups) * len(x_levels) <= MAX_ANNOTATED_BARS
     for i, (column, level) in enumerate(groups):
-        heights = [_value(rows, {layout.x: x, **({layout.series: level} if layout.series else {})},
-                          column.name, scale) for x in x_levels]
+        heights = [
+            _value(
+                rows, {layout.x: x, **({layout.series: level} if layout.series else {})}, column.name, scale
+            )
+            for x in x_levels
+        ]
         offsets = [j - 0.4 + width * (i + 0.5) for j in range(len(x_levels))]
-        bars = ax.bar(offsets, heights, width=width, color=COLORS[i % len(COLORS)],
-                      label=_series_label(column, layout.series, level, len(columns) > 1))
+        bars = ax.bar(
+            offsets,
+            heights,
+            width=width,
+            color=COLORS[i % len(COLORS)],
+            label=_series_label(column, layout.series, level, len(columns) > 1),
+        )
         if annotate:
-            ax.bar_label(bars, labels=["" if math.isnan(h) else format_number(h) for h in heights],
-                         fontsize="x-small", padding=1)
+            ax.bar_label(
+                bars,
+                labels=["" if math.isnan(h) else format_number(h) for h in heights],
+                fontsize="x-small",
+                padding=1,
+            )
     _categorical(ax, x_levels)
     if any(v < 0 for r in rows for c in columns if (v := r.values.get(c.name)) is not None):
         ax.axhline(0, color="black", linewidth=0.6)
 
 
-def _stacked(ax: Axes, layout: FigureLayout, table: ResultsTable, rows: Sequence[Row],
-             columns: Sequence[Column], x_levels: list[str | None], scale: float) -> None:
+def _stacked(
+    ax: Axes,
+    layout: FigureLayout,
+    table: ResultsTable,
+    rows: Sequence[Row],
+    columns: Sequence[Column],
+    x_levels: list[str | None],
+    scale: float,
+) -> None:
     del table
     bottom = [0.0] * len(x_levels)
     for i, column in enumerate(columns):
         heights = [_value(rows, {layout.x: x}, column.name, scale) for x in x_levels]
-        ax.bar(range(len(x_levels)), heights, bottom=bottom, width=0.7, color=COLORS[i % len(COLORS)],
-               label=column.label)
+        ax.bar(
+            range(len(x_levels)),
+            heights,
+            bottom=bottom,
+            width=0.7,
+            color=COLORS[i % len(COLORS)],
+            label=column.label,
+        )
         bottom = [b + (0.0 if math.isnan(h) else h) for b, h in zip(bottom, heights, strict=True)]
     _categorical(ax, x_levels)
 
 
-def _lines(ax: Axes, layout: FigureLayout, table: ResultsTable, rows: Sequence[Row],
-           columns: Sequence[Column], x_levels: list[str | None], scale: float) -> None:
+def _lines(
+    ax: Axes,
+    layout: FigureLayout,
+    table: ResultsTable,
+    rows: Sequence[Row],
+    columns: Sequence[Column],
+    x_levels: list[str | None],
+    scale: float,
+) -> None:
     axis = table.study.axis(layout.x)
     numeric = axis.numeric
     values = {level.label: level.value for level in axis.levels}
     xs = [values[x] if numeric else i for i, x in enumerate(x_levels)]
     series = _present(table, layout.series, rows)
     for i, (column, level) in enumerate((c, s) for c in columns for s in series):
-        ys = [_value(rows, {layout.x: x, **({layout.series: level} if layout.series else {})},
-                     column.name, scale) for x in x_levels]
-        ax.plot(xs, ys, marker="o", color=COLORS[i % len(COLORS)],
-                label=_series_label(column, layout.series, level, len(columns) > 1))
+        ys = [
+            _value(
+                rows, {layout.x: x, **({layout.series: level} if layout.series else {})}, column.name, scale
+            )
+            for x in x_levels
+        ]
+        ax.plot(
+            xs,
+            ys,
+            marker="o",
+            color=COLORS[i % len(COLORS)],
+            label=_series_label(column, layout.series, level, len(columns) > 1),
+        )
     if not numeric:
         _categorical(ax, x_levels)
 

@@ -155,24 +155,35 @@ def _kept_axes(axes: tuple[AxisInfo, ...], study_file: StudyFile, reduced: bool)
         known = next(a for a in axes if a.name == name).labels
         for index, value in enumerate(values):
             if value_label(value) not in known:
-                raise SpecError(f"reduced.axes.{name}[{index}]",
-                                f"{value!r} is not a value of this axis; values: {', '.join(known)}")
+                raise SpecError(
+                    f"reduced.axes.{name}[{index}]",
+                    f"{value!r} is not a value of this axis; values: {', '.join(known)}",
+                )
     kept = tuple(
-        AxisInfo(a.name, tuple(v for v in a.levels if a.name not in keep
-                               or v.label in {value_label(x) for x in keep[a.name]}), a.description, a.path)
+        AxisInfo(
+            a.name,
+            tuple(
+                v for v in a.levels if a.name not in keep or v.label in {value_label(x) for x in keep[a.name]}
+            ),
+            a.description,
+            a.path,
+        )
         for a in axes
     )
     labels = {a.name: a.labels for a in kept}
     for i, derived in enumerate(study_file.derived):
         for name, value in derived.relative_to.items():
             if value_label(value) not in labels[name]:
-                raise SpecError(f"reduced.axes.{name}",
-                                f"must keep {value!r}: derived[{i}] ({derived.name}) is relative to it")
+                raise SpecError(
+                    f"reduced.axes.{name}",
+                    f"must keep {value!r}: derived[{i}] ({derived.name}) is relative to it",
+                )
     return kept
 
 
-def _point(index: int, combination: tuple[AxisLevel, ...], base: dict[str, Any], study_file: StudyFile,
-           reduced: bool) -> StudyPoint:
+def _point(
+    index: int, combination: tuple[AxisLevel, ...], base: dict[str, Any], study_file: StudyFile, reduced: bool
+) -> StudyPoint:
     spec_data = copy.deepcopy(base)
     overrides: dict[str, Any] = {}
     backends: dict[str, str] = {}
@@ -199,15 +210,23 @@ def _point(index: int, combination: tuple[AxisLevel, ...], base: dict[str, Any],
         listed = ", ".join(f"{where} = {value}" for where, value in backends.items())
         raise SpecError(next(iter(backends)), f"variants of one point pin different backends ({listed})")
     levels = {name: level.label for name, level in zip(axis_names, combination, strict=True)}
-    return StudyPoint(index, point_name(levels), overrides, spec_data,
-                      backend=next(iter(backends.values()), None), levels=levels,
-                      transforms=tuple(transforms))
+    return StudyPoint(
+        index,
+        point_name(levels),
+        overrides,
+        spec_data,
+        backend=next(iter(backends.values()), None),
+        levels=levels,
+        transforms=tuple(transforms),
+    )
 
 
 def point_name(levels: dict[str, str]) -> str:
     """`gpt3-175b_H2_nic_gbps=100`: variant names as they are, parameter values as axis=value."""
-    parts = [label if re.fullmatch(r"[A-Za-z][A-Za-z0-9.+-]*", label) else f"{axis}={label}"
-             for axis, label in levels.items()]
+    parts = [
+        label if re.fullmatch(r"[A-Za-z][A-Za-z0-9.+-]*", label) else f"{axis}={label}"
+        for axis, label in levels.items()
+    ]
     return re.sub(r"[^A-Za-z0-9_.=+-]+", "-", "_".join(parts))[:150]
 
 

@@ -40,8 +40,9 @@ def write_report(table: ResultsTable, out: Path, study_file: Path | None = None)
             else:
                 drawn.append((layout.name, layout.title))
         (staging / REPORT_NAME).write_text(report_markdown(table, study_file, skipped))
-    return ReportFiles(out / CSV_NAME, out / REPORT_NAME, tuple(out / f"{name}.png" for name, _ in drawn),
-                       tuple(skipped))
+    return ReportFiles(
+        out / CSV_NAME, out / REPORT_NAME, tuple(out / f"{name}.png" for name, _ in drawn), tuple(skipped)
+    )
 
 
 def report_markdown(table: ResultsTable, study_file: Path | None, skipped: list[str]) -> str:
@@ -51,19 +52,31 @@ def report_markdown(table: ResultsTable, study_file: Path | None, skipped: list[
     if study.file.tables:
         parts.append("## Tables\n\n" + to_markdown(declared_table(table, t) for t in study.file.tables))
     if study.file.figures:
-        parts.append("## Figures\n\n" + "\n\n".join(
-            f"### {f.title}\n\n" + (f"_No successful point matches this figure ({f.name})._" if f.name in skipped
-                                    else f"![{f.title}]({f.name}.png)") + (f"\n\n{f.caption.strip()}" if f.caption
-                                                                          else "")
-            for f in study.file.figures))
+        parts.append(
+            "## Figures\n\n"
+            + "\n\n".join(
+                f"### {f.title}\n\n"
+                + (
+                    f"_No successful point matches this figure ({f.name})._"
+                    if f.name in skipped
+                    else f"![{f.title}]({f.name}.png)"
+                )
+                + (f"\n\n{f.caption.strip()}" if f.caption else "")
+                for f in study.file.figures
+            )
+        )
     parts.append("## All points\n\n" + to_markdown([points_table(table)]))
     failed = [r for r in table.rows if not r.ok]
     if failed:
         parts.append("## Failed points\n\n" + "\n".join(f"- `{r.point}`: {r.error}" for r in failed))
     warnings = _warnings(table.rows)
     if warnings:
-        parts.append("## Warnings from the backends\n\n" + "\n".join(
-            f"- {text} ({', '.join(f'`{p}`' for p in points)})" for text, points in warnings.items()))
+        parts.append(
+            "## Warnings from the backends\n\n"
+            + "\n".join(
+                f"- {text} ({', '.join(f'`{p}`' for p in points)})" for text, points in warnings.items()
+            )
+        )
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
@@ -81,38 +94,60 @@ def _summary(table: ResultsTable, study_file: Path | None) -> str:
         lines.append(f"- **reduced study**: {table.study.file.reduced.description.strip()}")
     scopes = {_scope_text(p.spec_data["scope"]) for p in table.study.points if p.spec_data.get("scope")}
     if scopes:
-        lines.append("- **cut-down iterations** (`scope`: " + "; ".join(sorted(scopes)) + "): times are those "
-                     "of the layers and micro-batches simulated, not of a full iteration")
+        lines.append(
+            "- **cut-down iterations** (`scope`: " + "; ".join(sorted(scopes)) + "): times are those "
+            "of the layers and micro-batches simulated, not of a full iteration"
+        )
     return "\n".join(line for line in lines if line)
 
 
 def _scope_text(scope: dict) -> str:
-    parts = [f"at most {scope[key]} {words}" for key, words in (
-        ("layers_per_stage", "layers per stage"), ("micro_batches_per_replica", "micro-batches per replica"))
-        if scope.get(key) is not None]
+    parts = [
+        f"at most {scope[key]} {words}"
+        for key, words in (
+            ("layers_per_stage", "layers per stage"),
+            ("micro_batches_per_replica", "micro-batches per replica"),
+        )
+        if scope.get(key) is not None
+    ]
     return ", ".join(parts)
 
 
 def _axis_section(table: ResultsTable, name: str) -> str:
     axis = table.study.axis(name)
-    head = f"**{name}**" + (f" (`{axis.path}`)" if axis.path else "") + (
-        f": {axis.description.strip()}" if axis.description else "")
+    head = (
+        f"**{name}**"
+        + (f" (`{axis.path}`)" if axis.path else "")
+        + (f": {axis.description.strip()}" if axis.description else "")
+    )
     if any(level.description for level in axis.levels):
-        return head + "\n\n" + "\n".join(
-            f"- `{level.label}`" + (f": {level.description.strip()}" if level.description else "")
-            for level in axis.levels)
+        return (
+            head
+            + "\n\n"
+            + "\n".join(
+                f"- `{level.label}`" + (f": {level.description.strip()}" if level.description else "")
+                for level in axis.levels
+            )
+        )
     return head + "\n\nvalues: " + ", ".join(f"`{label}`" for label in axis.labels)
 
 
 def declared_table(table: ResultsTable, layout: TableLayout) -> TextTable:
     rows = table.select(layout.where)
     columns = [table.columns[name] for name in layout.values]
-    pivots = [None] if layout.pivot is None else [
-        label for label in table.study.axis(layout.pivot).labels if any(r.levels[layout.pivot] == label
-                                                                         for r in rows)]
+    pivots = (
+        [None]
+        if layout.pivot is None
+        else [
+            label
+            for label in table.study.axis(layout.pivot).labels
+            if any(r.levels[layout.pivot] == label for r in rows)
+        ]
+    )
     formats = {c.name: _formatter(c, rows) for c in columns}
-    headers = [*layout.rows] + [formats[c.name][1] + ("" if p is None else f" · {p}")
-                                for p in pivots for c in columns]
+    headers = [*layout.rows] + [
+        formats[c.name][1] + ("" if p is None else f" · {p}") for p in pivots for c in columns
+    ]
     cells: dict[tuple[str, ...], dict[str | None, Row]] = defaultdict(dict)
     for row in rows:
         key = tuple(row.levels[a] for a in layout.rows)
@@ -128,9 +163,15 @@ def points_table(table: ResultsTable) -> TextTable:
     formats = {c.name: _formatter(c, [r for r in table.rows if r.ok]) for c in columns}
     axes = table.axes
     body = tuple(
-        (f"`{r.point}`", *(r.levels[a] for a in axes), r.backend, r.status + (" (earlier run)" if r.resumed else ""),
-         *(formats[c.name][0](r, c.name) for c in columns))
-        for r in table.rows)
+        (
+            f"`{r.point}`",
+            *(r.levels[a] for a in axes),
+            r.backend,
+            r.status + (" (earlier run)" if r.resumed else ""),
+            *(formats[c.name][0](r, c.name) for c in columns),
+        )
+        for r in table.rows
+    )
     headers = ("point", *axes, "backend", "status", *(formats[c.name][1] for c in columns))
     return TextTable("every point", headers, body, "run directories: points/<point>/")
 

@@ -76,13 +76,22 @@ def is_complete(run_dir: Path, digest: str) -> bool:
         record = json.loads(record_path.read_text())
     except (json.JSONDecodeError, OSError):
         return False
-    return (isinstance(record, dict) and record.get("inputs_sha256") == digest
-            and record.get("result_sha256") == _file_digest(result_path))
+    return (
+        isinstance(record, dict)
+        and record.get("inputs_sha256") == digest
+        and record.get("result_sha256") == _file_digest(result_path)
+    )
 
 
-def run_study(study: Study, out: Path, backend: str | None = None, options: dict[str, Any] | None = None,
-              jobs: int = 1, ray_address: str | None = None,
-              on_outcome: OnOutcome | None = None) -> list[StudyOutcome]:
+def run_study(
+    study: Study,
+    out: Path,
+    backend: str | None = None,
+    options: dict[str, Any] | None = None,
+    jobs: int = 1,
+    ray_address: str | None = None,
+    on_outcome: OnOutcome | None = None,
+) -> list[StudyOutcome]:
     """Run every incomplete point (locally or on Ray); return one outcome per point, in point order."""
     options = {key: value for key, value in (options or {}).items() if value is not None}
     on_outcome = on_outcome or (lambda outcome: None)
@@ -127,14 +136,17 @@ def _forget(run_dir: Path) -> None:
 
 
 def _write_record(run_dir: Path, digest: str, point: StudyPoint) -> None:
-    rundir.write_json_atomic(run_dir / RECORD, {
-        "format": RECORD_FORMAT,
-        "point": point.name,
-        "levels": point.levels,
-        "backend": point.backend,
-        "inputs_sha256": digest,
-        "result_sha256": _file_digest(run_dir / rundir.RESULT),
-    })
+    rundir.write_json_atomic(
+        run_dir / RECORD,
+        {
+            "format": RECORD_FORMAT,
+            "point": point.name,
+            "levels": point.levels,
+            "backend": point.backend,
+            "inputs_sha256": digest,
+            "result_sha256": _file_digest(run_dir / rundir.RESULT),
+        },
+    )
 
 
 def _file_digest(path: Path) -> str:

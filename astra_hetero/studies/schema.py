@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, PositiveFloat, Tag
 
 NAME = r"^[A-Za-z0-9_.+=-]+$"  # safe in directory names and CSV headers
 IDENTIFIER = r"^[a-z][a-z0-9_]*$"
@@ -66,7 +66,19 @@ class ParameterAxis(Strict):
     description: str = ""
 
 
-Axis = list[Variant] | ParameterAxis
+# A list is named variants, a mapping one parameter; telling pydantic which keeps its errors to that form.
+# The tags look like type names ("[" inside) so that error paths leave them out, as they do union labels.
+_VARIANTS, _PARAMETER = "list[Variant]", "ParameterAxis[path, values]"
+
+
+def _axis_form(value: Any) -> str:
+    return _PARAMETER if isinstance(value, dict) else _VARIANTS
+
+
+Axis = Annotated[
+    Annotated[list[Variant], Tag(_VARIANTS)] | Annotated[ParameterAxis, Tag(_PARAMETER)],
+    Discriminator(_axis_form),
+]
 AxisName = Annotated[str, Field(pattern=IDENTIFIER)]
 Where = dict[str, str | int | float | list[str | int | float]]
 

@@ -54,8 +54,10 @@ class ResultsTable:
 
     def select(self, where: dict[str, Any]) -> list[Row]:
         """Rows that succeeded and match `where` (axis -> value or list of values)."""
-        wanted = {axis: {value_label(v) for v in (value if isinstance(value, list) else [value])}
-                  for axis, value in where.items()}
+        wanted = {
+            axis: {value_label(v) for v in (value if isinstance(value, list) else [value])}
+            for axis, value in where.items()
+        }
         return [r for r in self.rows if r.ok and all(r.levels.get(a) in vs for a, vs in wanted.items())]
 
 
@@ -63,14 +65,19 @@ def build_table(study: Study, outcomes: Sequence[StudyOutcome]) -> ResultsTable:
     rows = [_row(outcome) for outcome in outcomes]
     columns = columns_of(study.file)
     for derived in study.file.derived:
-        rows = _with_derived(rows, derived, [a.name for a in study.axes])
+        rows = add_derived(rows, derived, [a.name for a in study.axes])
     return ResultsTable(study, columns, tuple(rows))
 
 
 def _row(outcome: StudyOutcome) -> Row:
     point = outcome.point
-    base = {"point": point.name, "levels": point.levels, "backend": point.backend or "",
-            "run_dir": str(outcome.run_dir), "resumed": outcome.resumed}
+    base = {
+        "point": point.name,
+        "levels": point.levels,
+        "backend": point.backend or "",
+        "run_dir": str(outcome.run_dir),
+        "resumed": outcome.resumed,
+    }
     if not outcome.ok:
         return Row(status="failed", error=first_line(outcome.error) or "failed", **base)
     try:
@@ -87,17 +94,22 @@ def _layers_simulated(run_dir: Path) -> int | None:
     return sum(layers) if isinstance(layers, list) else None
 
 
-def _with_derived(rows: list[Row], derived: Derived, axes: list[str]) -> list[Row]:
+def add_derived(rows: list[Row], derived: Derived, axes: list[str]) -> list[Row]:
     """Each row gains `derived.name`, computed against the row that differs from it only on the axes
     of `relative_to`, and there takes the values named."""
     reference = {axis: value_label(v) for axis, v in derived.relative_to.items()}
     others = [a for a in axes if a not in reference]
-    by_key = {tuple(r.levels[a] for a in others): r for r in rows if r.ok
-              and all(r.levels[a] == v for a, v in reference.items())}
+    by_key = {
+        tuple(r.levels[a] for a in others): r
+        for r in rows
+        if r.ok and all(r.levels[a] == v for a, v in reference.items())
+    }
     out = []
     for row in rows:
         ref = by_key.get(tuple(row.levels[a] for a in others))
-        value = _compare(row.values.get(derived.of), ref.values.get(derived.of) if ref else None, derived.kind)
+        value = _compare(
+            row.values.get(derived.of), ref.values.get(derived.of) if ref else None, derived.kind
+        )
         out.append(row if value is None else replace(row, values={**row.values, derived.name: value}))
     return out
 
@@ -118,8 +130,17 @@ def csv_text(table: ResultsTable) -> str:
     value_columns = list(table.columns)
     writer.writerow(["point", *table.axes, "backend", "status", *value_columns, "run_dir", "error"])
     for row in table.rows:
-        writer.writerow([row.point, *(row.levels[a] for a in table.axes), row.backend, row.status,
-                         *(_cell(row.values.get(c)) for c in value_columns), row.run_dir, row.error])
+        writer.writerow(
+            [
+                row.point,
+                *(row.levels[a] for a in table.axes),
+                row.backend,
+                row.status,
+                *(_cell(row.values.get(c)) for c in value_columns),
+                row.run_dir,
+                row.error,
+            ]
+        )
     return buffer.getvalue()
 
 

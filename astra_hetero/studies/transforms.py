@@ -44,8 +44,10 @@ def homogenize(spec: Spec, transform: HomogenizeTransform) -> Spec:
     for group in data["cluster"]["node_groups"]:
         group.update(copy.deepcopy(device))
     partition = _resolved_partition(spec)
-    data["partition"] = {"layers": list(partition.layers_per_stage),
-                         "micro_batches": list(partition.micro_batches_per_replica)}
+    data["partition"] = {
+        "layers": list(partition.layers_per_stage),
+        "micro_batches": list(partition.micro_batches_per_replica),
+    }
     data["name"] = f"{spec.name}-homogeneous-{transform.device.replace('_', '-')}"
     return parse_spec(data)
 
@@ -64,8 +66,11 @@ def _most_common(groups: Sequence[NodeGroupSpec]) -> dict[str, Any]:
     best = max(counts.values())
     winner = next(g.gpu.model_dump_json() for g in groups if counts[g.gpu.model_dump_json()] == best)
     holder = max((g for g in groups if g.gpu.model_dump_json() == winner), key=lambda g: g.num_gpus)
-    return {"gpu": holder.gpu.model_dump(), "intra_node_fabric": holder.intra_node_fabric.model_dump(),
-            "nic": holder.nic.model_dump()}
+    return {
+        "gpu": holder.gpu.model_dump(),
+        "intra_node_fabric": holder.intra_node_fabric.model_dump(),
+        "nic": holder.nic.model_dump(),
+    }
 
 
 def _average(groups: Sequence[NodeGroupSpec]) -> dict[str, Any]:
@@ -84,8 +89,9 @@ def _average(groups: Sequence[NodeGroupSpec]) -> dict[str, Any]:
         hbm_tbps=peak_tbps,
         memory_efficiency=_mean([g.effective_bytes_per_ns for g in gpus], weights) / (peak_tbps * 1e3),
     )
-    fabric = _mean_numbers(base["intra_node_fabric"], [g.intra_node_fabric.model_dump() for g in groups],
-                           weights)
+    fabric = _mean_numbers(
+        base["intra_node_fabric"], [g.intra_node_fabric.model_dump() for g in groups], weights
+    )
     fabric.update(preset=None, name="average")
     per_gpu_gbps = [g.nic.gbps * g.nics_per_node / g.gpus_per_node for g in groups]
     nic = _mean_numbers(base["nic"], [g.nic.model_dump() for g in groups], weights)

@@ -225,6 +225,7 @@ def manifest(plan: WorkloadPlan) -> dict[str, Any]:
         "num_nodes": spec.cluster.num_nodes,
         "collective_algorithm": spec.collectives.algorithm,
         "max_comm_in_flight_per_rank": spec.collectives.max_in_flight_per_rank,
+        "link_efficiency": spec.network.link_efficiency,
         "model": spec.model.model_dump(mode="json"),
         "parallelism": spec.parallelism.model_dump(mode="json"),
         "layers_per_stage": list(partition.layers_per_stage),

@@ -19,6 +19,7 @@ from typing import Any
 
 from astra_hetero import rundir
 from astra_hetero.backends.embedded import collectives
+from astra_hetero.backends.embedded.packets import link_efficiency, with_link_efficiency
 from astra_hetero.backends.embedded.topology import Topology, host_groups, read_topology
 from astra_hetero.backends.embedded.tracefile import RankTrace, read_rank_trace
 from astra_hetero.errors import RunDirError
@@ -37,6 +38,7 @@ class SimInput:
     algorithm: str
     labels: list[dict[str, Any]] = field(default_factory=list)  # manifest's per-rank entries
     max_comm_in_flight: int = 0  # collectives/sends a rank may have in flight; 0 = unlimited
+    link_efficiency: float = 1.0  # share of every link's rate that carries payload (already applied)
 
     @property
     def num_ranks(self) -> int:
@@ -57,7 +59,8 @@ def read_run_dir(root: Path, workers: int | None = None) -> SimInput:
     manifest = rundir.RunDir(root).read_manifest() if (root / rundir.MANIFEST).is_file() else {}
     prefix = _trace_prefix(root, manifest)
     num_ranks = _num_ranks(root, manifest, prefix)
-    topology = read_topology(root / rundir.NS3_TOPOLOGY)
+    efficiency = link_efficiency(root, manifest)
+    topology = with_link_efficiency(read_topology(root / rundir.NS3_TOPOLOGY), efficiency)
     if len(topology.npus) < num_ranks:
         raise RunDirError(
             f"{root / rundir.NS3_TOPOLOGY}: {len(topology.npus)} non-switch nodes for {num_ranks} ranks"
@@ -77,7 +80,8 @@ def read_run_dir(root: Path, workers: int | None = None) -> SimInput:
             f"or null, not {limit!r}"
         )
     return SimInput(
-        root, traces, groups, topology, _machines(labels, topology, num_ranks), algorithm, labels, limit
+        root, traces, groups, topology, _machines(labels, topology, num_ranks), algorithm, labels, limit,
+        efficiency,
     )
 
 
