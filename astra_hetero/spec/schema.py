@@ -331,4 +331,4 @@ class Spec(Strict):
     partition: PartitionSpec = PartitionSpec()
     collectives: CollectiveSpec = CollectiveSpec()
     calibration: str | None = Field(None, description="CSV of measured operator times, relative to the spec")
-    scope: ScopeSpec | None = Field(None, description="simulate a cut-down iteration (few layers, micro-batches)")
+    scope: ScopeSpec | None = Field(None, description="simulate a cut-down iteration (layers, micro-batches)")

@@ -56,8 +56,8 @@ def run_point(point: SweepPoint, out_dir: str, backend: str, options: dict[str, 
         return _failed(point, run_dir, str(exc))
     except Exception as exc:  # a bug hit by one point must not end the other points
         return _failed(point, run_dir, f"{type(exc).__name__}: {exc}")
-    return PointOutcome(point.index, point.name, point.overrides, str(run_dir), metrics=result_metrics(result),
-                        warnings=result.warnings)
+    return PointOutcome(point.index, point.name, point.overrides, str(run_dir),
+                        metrics=result_metrics(result), warnings=result.warnings)
 
 
 def run_local(sweep: Sweep, out_dir: Path, backend: str, options: dict[str, Any], jobs: int,
