@@ -132,6 +132,9 @@ def _bars(
     _categorical(ax, x_levels)
     if any(v < 0 for r in rows for c in columns if (v := r.values.get(c.name)) is not None):
         ax.axhline(0, color="black", linewidth=0.6)
+        low, high = ax.get_ylim()
+        if high <= 0:  # room above the zero line for the labels of zero bars
+            ax.set_ylim(low, high + 0.08 * (high - low))
 
 
 def _stacked(

@@ -210,9 +210,10 @@ def _point(
         listed = ", ".join(f"{where} = {value}" for where, value in backends.items())
         raise SpecError(next(iter(backends)), f"variants of one point pin different backends ({listed})")
     levels = {name: level.label for name, level in zip(axis_names, combination, strict=True)}
+    parameters = {name for name, axis in study_file.axes.items() if isinstance(axis, ParameterAxis)}
     return StudyPoint(
         index,
-        point_name(levels),
+        point_name(levels, parameters),
         overrides,
         spec_data,
         backend=next(iter(backends.values()), None),
@@ -221,12 +222,9 @@ def _point(
     )
 
 
-def point_name(levels: dict[str, str]) -> str:
+def point_name(levels: dict[str, str], parameters: set[str]) -> str:
     """`gpt3-175b_H2_nic_gbps=100`: variant names as they are, parameter values as axis=value."""
-    parts = [
-        label if re.fullmatch(r"[A-Za-z][A-Za-z0-9.+-]*", label) else f"{axis}={label}"
-        for axis, label in levels.items()
-    ]
+    parts = [f"{axis}={label}" if axis in parameters else label for axis, label in levels.items()]
     return re.sub(r"[^A-Za-z0-9_.=+-]+", "-", "_".join(parts))[:150]
 
 
