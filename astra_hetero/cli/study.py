@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from astra_hetero.backends.base import backend_names
+from astra_hetero.cli.run import add_astrasim_options
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,17 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="ADDRESS",
         help="run the points as tasks on this Ray cluster; OUT must be visible to every node",
     )
-    parser.add_argument("--binary", help="ASTRA-sim binary to use (ASTRA-sim backends)")
-    parser.add_argument(
-        "--bin-dir", help="directory holding the ASTRA-sim binaries (else $ASTRA_SIM_BIN_DIR, PATH)"
-    )
-    parser.add_argument("--docker", metavar="IMAGE", help="run the ASTRA-sim binary inside this Docker image")
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        metavar="SECONDS",
-        help="per point, ASTRA-sim backends (default: the study file's)",
-    )
+    add_astrasim_options(parser, timeout_help="per point, ASTRA-sim backends (default: the study file's)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(func=study)
 

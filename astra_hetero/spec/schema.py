@@ -315,7 +315,7 @@ class ScopeSpec(Strict):
     )
 
     @model_validator(mode="after")
-    def _something(self) -> ScopeSpec:
+    def _not_empty(self) -> ScopeSpec:
         if self.layers_per_stage is None and self.micro_batches_per_replica is None:
             raise ValueError("give layers_per_stage and/or micro_batches_per_replica (or drop `scope`)")
         return self

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,37 @@ MAX_ANNOTATED_BARS = 24
 COLORS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
 
 
+@dataclass(frozen=True)
+class Panel:
+    """What one panel draws: the rows in it, the columns, the x values in order, the unit divisor."""
+
+    layout: FigureLayout
+    table: ResultsTable
+    rows: Sequence[Row]
+    columns: Sequence[Column]
+    x_levels: list[str | None]
+    scale: float
+
+    def values(self, column: Column, **levels: str | None) -> list[float]:
+        """The column at each x (NaN where no successful point is), in display units."""
+        return [
+            _value(self.rows, {self.layout.x: x, **levels}, column.name, self.scale) for x in self.x_levels
+        ]
+
+    def series(self) -> list[tuple[str, list[float]]]:
+        """(legend label, values) per column × series value."""
+        layout, several = self.layout, len(self.columns) > 1
+        levels = _present(self.table, layout.series, self.rows)
+        return [
+            (
+                _series_label(c, layout.series, level, several),
+                self.values(c, **({layout.series: level} if layout.series else {})),
+            )
+            for c in self.columns
+            for level in levels
+        ]
+
+
 def render_figure(layout: FigureLayout, table: ResultsTable, path: Path) -> Path | None:
     """Draw `layout` from the table's successful rows; None when no row matches it."""
     rows = table.select(layout.where)
@@ -36,13 +68,14 @@ def render_figure(layout: FigureLayout, table: ResultsTable, path: Path) -> Path
     scale, unit = display_unit(columns[0].unit, max((abs(v) for v in values), default=0.0))
     panels = _present(table, layout.panels, rows)
     x_levels = _present(table, layout.x, rows)
-    per_panel = 1.0 + len(x_levels) * min(0.35 * _marks(layout, table, rows) + 0.3, 1.6)
+    marks = len(layout.y) * len(_present(table, layout.series, rows)) if layout.kind == "bar" else 1
+    per_panel = 1.0 + len(x_levels) * min(0.35 * marks + 0.3, 1.6)
     fig = _figure(width=min(2.5 + len(panels) * per_panel, 16.0), height=4.6)
     axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
+    draw = {"bar": _bars, "stacked_bar": _stacked, "line": _lines}[layout.kind]
     for ax, panel in zip(axes, panels, strict=True):
         in_panel = [r for r in rows if layout.panels is None or r.levels[layout.panels] == panel]
-        draw = {"bar": _bars, "stacked_bar": _stacked, "line": _lines}[layout.kind]
-        draw(ax, layout, table, in_panel, columns, x_levels, scale)
+        draw(ax, Panel(layout, table, in_panel, columns, x_levels, scale))
         for y in layout.reference_lines:
             ax.axhline(y / scale, color="black", linewidth=0.8, linestyle=":")
         if layout.panels is not None:
@@ -80,12 +113,6 @@ def _present(table: ResultsTable, axis: str | None, rows: Sequence[Row]) -> list
     return [label for label in table.study.axis(axis).labels if label in seen]
 
 
-def _marks(layout: FigureLayout, table: ResultsTable, rows: Sequence[Row]) -> int:
-    if layout.kind != "bar":
-        return 1
-    return len(layout.y) * len(_present(table, layout.series, rows))
-
-
 def _value(rows: Sequence[Row], levels: dict[str, str | None], column: str, scale: float) -> float:
     for row in rows:
         if all(label is None or row.levels[axis] == label for axis, label in levels.items()):
@@ -94,34 +121,13 @@ def _value(rows: Sequence[Row], levels: dict[str, str | None], column: str, scal
     return math.nan
 
 
-def _bars(
-    ax: Axes,
-    layout: FigureLayout,
-    table: ResultsTable,
-    rows: Sequence[Row],
-    columns: Sequence[Column],
-    x_levels: list[str | None],
-    scale: float,
-) -> None:
-    series = _present(table, layout.series, rows)
-    groups = [(c, s) for c in columns for s in series]
-    width = 0.8 / len(groups)
-    annotate = len(groups) * len(x_levels) <= MAX_ANNOTATED_BARS
-    for i, (column, level) in enumerate(groups):
-        heights = [
-            _value(
-                rows, {layout.x: x, **({layout.series: level} if layout.series else {})}, column.name, scale
-            )
-            for x in x_levels
-        ]
-        offsets = [j - 0.4 + width * (i + 0.5) for j in range(len(x_levels))]
-        bars = ax.bar(
-            offsets,
-            heights,
-            width=width,
-            color=COLORS[i % len(COLORS)],
-            label=_series_label(column, layout.series, level, len(columns) > 1),
-        )
+def _bars(ax: Axes, panel: Panel) -> None:
+    series = panel.series()
+    width = 0.8 / len(series)
+    annotate = len(series) * len(panel.x_levels) <= MAX_ANNOTATED_BARS
+    for i, (label, heights) in enumerate(series):
+        offsets = [j - 0.4 + width * (i + 0.5) for j in range(len(panel.x_levels))]
+        bars = ax.bar(offsets, heights, width=width, color=COLORS[i % len(COLORS)], label=label)
         if annotate:
             ax.bar_label(
                 bars,
@@ -129,29 +135,20 @@ def _bars(
                 fontsize="x-small",
                 padding=1,
             )
-    _categorical(ax, x_levels)
-    if any(v < 0 for r in rows for c in columns if (v := r.values.get(c.name)) is not None):
+    _categorical(ax, panel.x_levels)
+    if any(h < 0 for _, heights in series for h in heights):
         ax.axhline(0, color="black", linewidth=0.6)
         low, high = ax.get_ylim()
         if high <= 0:  # room above the zero line for the labels of zero bars
             ax.set_ylim(low, high + 0.08 * (high - low))
 
 
-def _stacked(
-    ax: Axes,
-    layout: FigureLayout,
-    table: ResultsTable,
-    rows: Sequence[Row],
-    columns: Sequence[Column],
-    x_levels: list[str | None],
-    scale: float,
-) -> None:
-    del table
-    bottom = [0.0] * len(x_levels)
-    for i, column in enumerate(columns):
-        heights = [_value(rows, {layout.x: x}, column.name, scale) for x in x_levels]
+def _stacked(ax: Axes, panel: Panel) -> None:
+    bottom = [0.0] * len(panel.x_levels)
+    for i, column in enumerate(panel.columns):
+        heights = panel.values(column)
         ax.bar(
-            range(len(x_levels)),
+            range(len(heights)),
             heights,
             bottom=bottom,
             width=0.7,
@@ -159,39 +156,17 @@ def _stacked(
             label=column.label,
         )
         bottom = [b + (0.0 if math.isnan(h) else h) for b, h in zip(bottom, heights, strict=True)]
-    _categorical(ax, x_levels)
+    _categorical(ax, panel.x_levels)
 
 
-def _lines(
-    ax: Axes,
-    layout: FigureLayout,
-    table: ResultsTable,
-    rows: Sequence[Row],
-    columns: Sequence[Column],
-    x_levels: list[str | None],
-    scale: float,
-) -> None:
-    axis = table.study.axis(layout.x)
-    numeric = axis.numeric
+def _lines(ax: Axes, panel: Panel) -> None:
+    axis = panel.table.study.axis(panel.layout.x)
     values = {level.label: level.value for level in axis.levels}
-    xs = [values[x] if numeric else i for i, x in enumerate(x_levels)]
-    series = _present(table, layout.series, rows)
-    for i, (column, level) in enumerate((c, s) for c in columns for s in series):
-        ys = [
-            _value(
-                rows, {layout.x: x, **({layout.series: level} if layout.series else {})}, column.name, scale
-            )
-            for x in x_levels
-        ]
-        ax.plot(
-            xs,
-            ys,
-            marker="o",
-            color=COLORS[i % len(COLORS)],
-            label=_series_label(column, layout.series, level, len(columns) > 1),
-        )
-    if not numeric:
-        _categorical(ax, x_levels)
+    xs = [values[x] if axis.numeric else i for i, x in enumerate(panel.x_levels)]
+    for i, (label, ys) in enumerate(panel.series()):
+        ax.plot(xs, ys, marker="o", color=COLORS[i % len(COLORS)], label=label)
+    if not axis.numeric:
+        _categorical(ax, panel.x_levels)
 
 
 def _series_label(column: Column, series_axis: str | None, level: str | None, several_columns: bool) -> str:

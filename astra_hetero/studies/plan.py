@@ -16,14 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from astra_hetero.errors import SpecError
 from astra_hetero.spec import Spec
 from astra_hetero.spec.load import spec_error_from_validation
 from astra_hetero.studies.schema import ParameterAxis, StudyFile, Transform, Variant
-from astra_hetero.sweep.plan import SweepPoint, base_data, set_path
+from astra_hetero.sweep.plan import SweepPoint, base_data, read_yaml, set_path
 
 
 @dataclass(frozen=True)
@@ -82,13 +81,7 @@ class Study:
 
 def load_study(path: str | Path, reduced: bool = False) -> Study:
     path = Path(path)
-    if not path.is_file():
-        raise SpecError("", f"study file not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise SpecError("", f"{path} is not valid YAML: {exc}") from None
-    return plan_study(data, path.parent, reduced, source=path)
+    return plan_study(read_yaml(path, "study"), path.parent, reduced, source=path)
 
 
 def plan_study(data: Any, directory: Path, reduced: bool = False, source: Path | None = None) -> Study:

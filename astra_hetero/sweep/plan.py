@@ -81,13 +81,17 @@ class Sweep:
 
 def load_sweep(path: str | Path) -> Sweep:
     path = Path(path)
+    return plan_sweep(read_yaml(path, "sweep"), path.parent)
+
+
+def read_yaml(path: Path, what: str) -> Any:
+    """The YAML document in `path` (a sweep or study file); SpecError if missing or unreadable."""
     if not path.is_file():
-        raise SpecError("", f"sweep file not found: {path}")
+        raise SpecError("", f"{what} file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise SpecError("", f"{path} is not valid YAML: {exc}") from None
-    return plan_sweep(data, path.parent)
 
 
 def plan_sweep(data: Any, directory: Path) -> Sweep:

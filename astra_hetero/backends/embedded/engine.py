@@ -25,7 +25,7 @@ from itertools import pairwise
 
 from astra_hetero.backends.embedded import events
 from astra_hetero.backends.embedded.network import Flow, FlowNetwork
-from astra_hetero.backends.embedded.plans import CommPlanner, PhasePlan
+from astra_hetero.backends.embedded.plans import PhasePlan, CommPlanner
 from astra_hetero.backends.embedded.routing import Router
 from astra_hetero.backends.embedded.rundir_reader import SimInput
 from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_COMP, KIND_RECV
