@@ -31,6 +31,11 @@ METRICS: tuple[Column, ...] = (
     Column("num_ranks", "ranks", ""),
     Column("num_layers_simulated", "transformer layers simulated", ""),
     Column("wall_time_s", "simulator wall time", "s"),
+    # ns-3 points only (backends/astrasim/ns3_outputs.py)
+    Column("ns3_flows", "ns-3 flows (messages)", ""),
+    Column("ns3_fct_slowdown_mean", "ns-3 flow completion over standalone time, byte-weighted mean", "x"),
+    Column("ns3_fct_slowdown_p99", "ns-3 flow completion over standalone time, 99th percentile", "x"),
+    Column("ns3_pfc_pauses", "ns-3 PFC pause frames", ""),
 )
 METRIC_NAMES = tuple(c.name for c in METRICS)
 

@@ -4,6 +4,7 @@ failures and warnings) with its PNGs beside it, and results.csv, published toget
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,7 +145,7 @@ def declared_table(table: ResultsTable, layout: TableLayout) -> TextTable:
             if any(r.levels[layout.pivot] == label for r in rows)
         ]
     )
-    formats = {c.name: _formatter(c, rows) for c in columns}
+    formats = _formatters(columns, rows)
     headers = [*layout.rows] + [
         formats[c.name][1] + ("" if p is None else f" · {p}") for p in pivots for c in columns
     ]
@@ -160,7 +161,7 @@ def declared_table(table: ResultsTable, layout: TableLayout) -> TextTable:
 
 def points_table(table: ResultsTable) -> TextTable:
     columns = [table.columns[name] for name in OVERVIEW_COLUMNS]
-    formats = {c.name: _formatter(c, [r for r in table.rows if r.ok]) for c in columns}
+    formats = _formatters(columns, [r for r in table.rows if r.ok])
     axes = table.axes
     body = tuple(
         (
@@ -176,16 +177,24 @@ def points_table(table: ResultsTable) -> TextTable:
     return TextTable("every point", headers, body, "run directories: points/<point>/")
 
 
-def _formatter(column: Column, rows: list[Row]):
-    """(cell function, header) showing `column` in one unit for all of `rows`."""
-    largest = max((abs(v) for r in rows if (v := r.values.get(column.name)) is not None), default=0.0)
-    scale, suffix = display_unit(column.unit, largest)
+def _formatters(columns: list[Column], rows: list[Row]) -> dict[str, tuple[Callable, str]]:
+    """Per column, (cell function, header): columns of one unit share the unit that suits their largest
+    value in `rows`, so that a table shows all its times in ms, or all in s."""
+    largest: dict[str, float] = defaultdict(float)
+    for column in columns:
+        for row in rows:
+            if (value := row.values.get(column.name)) is not None:
+                largest[column.unit] = max(largest[column.unit], abs(value))
+    formats = {}
+    for column in columns:
+        scale, suffix = display_unit(column.unit, largest[column.unit])
 
-    def cell(row: Row | None, name: str) -> str:
-        value = None if row is None else row.values.get(name)
-        return "–" if value is None else format_number(value / scale)
+        def cell(row: Row | None, name: str, scale: float = scale) -> str:
+            value = None if row is None else row.values.get(name)
+            return "–" if value is None else format_number(value / scale)
 
-    return cell, column.label + suffix
+        formats[column.name] = (cell, column.label + suffix)
+    return formats
 
 
 def _order(table: ResultsTable, axes: list[str], key: tuple[str, ...]) -> tuple[int, ...]:

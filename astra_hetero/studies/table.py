@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from astra_hetero import rundir
+from astra_hetero.backends.astrasim.ns3_outputs import read_ns3_outputs
 from astra_hetero.errors import AstraHeteroError
 from astra_hetero.results.io import read_result
 from astra_hetero.studies.checks import columns_of
@@ -85,7 +86,11 @@ def _row(outcome: StudyOutcome) -> Row:
         layers = _layers_simulated(outcome.run_dir)
     except AstraHeteroError as exc:
         return Row(status="failed", error=first_line(str(exc)), **base)
-    return Row(status="ok", values=result_metrics(result, layers), warnings=result.warnings, **base)
+    values = result_metrics(result, layers)
+    if point.backend == "ns3":
+        stats = read_ns3_outputs(outcome.run_dir)
+        values.update(stats.as_columns() if stats else {})
+    return Row(status="ok", values=values, warnings=result.warnings, **base)
 
 
 def _layers_simulated(run_dir: Path) -> int | None:
