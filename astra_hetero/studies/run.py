@@ -60,7 +60,8 @@ def inputs_digest(point: StudyPoint, options: dict[str, Any]) -> str:
         "spec": point.spec_data,
         "transforms": [t.model_dump(mode="json") for t in point.transforms],
         "backend": point.backend,
-        "options": {key: options.get(key) for key in ANSWER_OPTIONS},
+        # the embedded engine ignores the ASTRA-sim options, so they must not rerun its points
+        "options": {key: options.get(key) for key in ANSWER_OPTIONS} if point.backend != "embedded" else {},
         "calibration_sha256": _file_digest(Path(calibration)) if calibration else None,
         "version": __version__,
     }
