@@ -10,7 +10,7 @@ import pytest
 
 from astra_hetero.cli.main import main
 from astra_hetero.studies import build_table, plan_study, run_study, write_report
-from astra_hetero.studies.run import RECORD, inputs_digest, points_dir
+from astra_hetero.studies.run import RECORD, inputs_digest, points_dir, resolve_backends
 from tests.conftest import make_spec_data
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -152,3 +152,66 @@ def test_cli_rejects_a_bad_study_file_with_exit_2_and_writes_nothing(tmp_path, c
     assert main(["study", str(tmp_path / "study.yaml"), "-o", str(tmp_path / "out"), "--quiet"]) == 2
     assert "figures[0].y[0]" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_pinned_backends_and_astrasim_options_reach_their_points(tmp_path):
+    from tests.astrasim.conftest import write_checking_binaries
+
+    bin_dir = write_checking_binaries(tmp_path / "bin")  # fakes that check their inputs, print results
+    data = tiny_study(
+        axes={"simulator": [{"name": "packet-level"}, {"name": "flow", "backend": "embedded"}]},
+        derived=[],
+        tables=[],
+        figures=[],
+    )
+    study = plan_study(data, tmp_path)
+    outcomes, _ = run(study, tmp_path / "out", backend="ns3", options={"bin_dir": str(bin_dir)})
+    assert all(o.ok for o in outcomes), [o.error for o in outcomes]
+    table = rows(tmp_path / "out")
+    assert [(r["simulator"], r["backend"]) for r in table] == [("packet-level", "ns3"), ("flow", "embedded")]
+    results = [
+        json.loads((points_dir(tmp_path / "out") / r["point"] / "result.json").read_text()) for r in table
+    ]
+    assert [r["backend"] for r in results] == ["ns3", "embedded"]
+    # the ASTRA-sim options are inputs of the ns-3 point only
+    ns3_point, embedded_point = resolve_backends(study, "ns3")
+    assert inputs_digest(ns3_point, {"bin_dir": "a"}) != inputs_digest(ns3_point, {"bin_dir": "b"})
+    assert inputs_digest(embedded_point, {"bin_dir": "a"}) == inputs_digest(embedded_point, {})
+
+
+def test_cli_passes_docker_image_to_the_astrasim_backend(tmp_path, capsys):
+    import yaml
+
+    (tmp_path / "study.yaml").write_text(
+        yaml.safe_dump(
+            tiny_study(
+                axes={"tp": {"path": "parallelism.tp", "values": [2]}}, derived=[], tables=[], figures=[]
+            )
+        )
+    )
+    argv = [
+        "study",
+        str(tmp_path / "study.yaml"),
+        "-o",
+        str(tmp_path / "out"),
+        "--quiet",
+        "--backend",
+        "analytical-unaware",
+        "--docker",
+        "no-such-image:0",
+    ]
+    assert main(argv) == 1
+    (row,) = rows(tmp_path / "out")
+    assert row["status"] == "failed" and "Docker" in row["error"]
+
+
+def test_ray_runs_the_points_as_tasks(tmp_path):
+    ray = pytest.importorskip("ray", reason="ray is an optional extra (pip install 'astra-hetero[ray]')")
+    context = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        study = plan_study(tiny_study(), tmp_path)
+        outcomes, _ = run(study, tmp_path / "out", ray_address=context.address_info["address"])
+    finally:
+        ray.shutdown()
+    assert [o.ok for o in outcomes] == [True, False, True, False]
+    assert [r["status"] for r in rows(tmp_path / "out")] == ["ok", "failed", "ok", "failed"]

@@ -22,8 +22,23 @@ SHIPPED = sorted(p.stem for p in STUDIES.glob("*.yaml"))
 
 def run_reduced(name: str, out: Path) -> dict[str, dict[str, str]]:
     """Run the reduced study through the CLI; check its files; return results.csv rows by point."""
-    assert main(["study", str(STUDIES / f"{name}.yaml"), "-o", str(out), "--reduced", "--backend", "embedded",
-                 "--jobs", "2", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "study",
+                str(STUDIES / f"{name}.yaml"),
+                "-o",
+                str(out),
+                "--reduced",
+                "--backend",
+                "embedded",
+                "--jobs",
+                "2",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     with open(out / "results.csv", newline="") as handle:
         rows = {row["point"]: row for row in csv.DictReader(handle)}
     study = load_study(STUDIES / f"{name}.yaml", reduced=True)
@@ -59,7 +74,10 @@ def outputs(tmp_path_factory):
 def test_every_shipped_study_has_a_reduced_version_and_validates():
     assert SHIPPED == ["heterogeneity_impact", "heterogeneity_levels", "packet_fidelity"]
     for name in SHIPPED:
-        full, reduced = load_study(STUDIES / f"{name}.yaml"), load_study(STUDIES / f"{name}.yaml", reduced=True)
+        full, reduced = (
+            load_study(STUDIES / f"{name}.yaml"),
+            load_study(STUDIES / f"{name}.yaml", reduced=True),
+        )
         assert 0 < len(reduced.points) < len(full.points) or reduced.points[0].spec().scope is not None
 
 
@@ -82,7 +100,8 @@ def test_heterogeneity_levels(outputs):
     study = load_study(STUDIES / "heterogeneity_levels.yaml", reduced=True)
     scope = study.file.reduced.set["scope"]
     example = load_spec(EXAMPLES / "gpt3_175b_128gpu_h100.yaml").model_copy(
-        update={"scope": load_spec_scope(scope)})
+        update={"scope": load_spec_scope(scope)}
+    )
     run_dir = pipeline.build_run_dir(example, outputs / "example").root
     direct = pipeline.execute(run_dir, timeline="none").iteration_time_us
     assert value(rows, "gpt3-175b_H0_heterogeneous", "iteration_time_us") == pytest.approx(direct, abs=1e-3)
@@ -92,7 +111,9 @@ def test_heterogeneity_levels(outputs):
             for level in ("H2", "H4"):
                 # a mixed cluster of slower devices: the homogeneous simulator is optimistic, never exact
                 assert value(rows, f"{model}_{level}_{prediction}", "homogeneity_error_pct") < -5
-        times = [value(rows, f"{model}_{level}_heterogeneous", "iteration_time_us") for level in ("H0", "H2", "H4")]
+        times = [
+            value(rows, f"{model}_{level}_heterogeneous", "iteration_time_us") for level in ("H0", "H2", "H4")
+        ]
         assert times == sorted(times)
 
 
