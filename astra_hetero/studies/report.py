@@ -103,14 +103,17 @@ def _summary(table: ResultsTable, study_file: Path | None) -> str:
 
 
 def _scope_text(scope: dict) -> str:
-    parts = [
-        f"at most {scope[key]} {words}"
-        for key, words in (
-            ("layers_per_stage", "layers per stage"),
-            ("micro_batches_per_replica", "micro-batches per replica"),
-        )
-        if scope.get(key) is not None
-    ]
+    parts = []
+    for key, unit, per in (
+        ("layers_per_stage", "layer", "stage"),
+        ("micro_batches_per_replica", "micro-batch", "replica"),
+    ):
+        count = scope.get(key)
+        if count is not None:
+            parts.append(
+                f"at most {count} {unit}{'' if count == 1 else ('es' if unit.endswith('h') else 's')} "
+                f"per {per}"
+            )
     return ", ".join(parts)
 
 
