@@ -239,11 +239,17 @@ class NetworkSpec(Strict):
     link_latency_ns: Annotated[float, Field(ge=0)] = 500.0
     dcqcn: DcqcnSpec = DcqcnSpec()
     ns3: Ns3Spec = Ns3Spec()
-    link_efficiency: Literal["ideal", "ns3_packets"] | Fraction = Field(
+    link_model: Literal["ideal", "ns3_packets"] | Fraction = Field(
         "ideal",
-        description="embedded engine: the share of every link's rate that carries payload. ideal = 1; "
-        "ns3_packets = what ns-3's packets leave (payload / (payload + headers + ACK), from ns3/config.txt); "
-        "or a number, e.g. calibrated from short ns-3 runs",
+        description="embedded engine: ideal links (line rate, one-way delay); ns3_packets = each link's "
+        "rate and delay as ns-3's packets and ACKs use it (from ns3/config.txt); or a number: that share "
+        "of every link's rate (e.g. calibrated from short ns-3 runs)",
+    )
+    step_down_efficiency: Fraction = Field(
+        1.0,
+        description="embedded engine: the share of its rate a link gets where traffic steps down onto it "
+        "from faster links (a slower NIC behind a faster fabric), as DCQCN leaves it; 1 = ideal; calibrate "
+        "against ns-3 with benchmarks/packet_fidelity.py --calibrate",
     )
 
 

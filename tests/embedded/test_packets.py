@@ -1,12 +1,12 @@
-"""`link_efficiency`: ns-3's per-packet overheads (headers, one ACK per data packet) as the share of
-every link's rate that carries payload in the flow model."""
+"""`link_model`: ideal links, a calibrated share of every link's rate, or each link as ns-3's packets
+use it (headers, one ACK per data packet, transmission times in whole nanoseconds, ACK round trip)."""
 
 from __future__ import annotations
 
 import pytest
 
 from astra_hetero.backends.embedded.backend import EmbeddedBackend
-from astra_hetero.backends.embedded.packets import packet_efficiency
+from astra_hetero.backends.embedded.packets import ns3_link, packet_bytes, tx_ns
 from astra_hetero.errors import RunDirError
 from tests.embedded.rundirs import coll, single_switch, write_run_dir
 
@@ -15,51 +15,68 @@ HOP_NS = 500
 
 
 @pytest.mark.parametrize(
-    ("payload", "cc_mode", "expected"),
+    ("payload", "cc_mode", "sizes"),
     [
-        (1000, 1, 1000 / (1000 + 36 + 48)),  # DCQCN: 36 header bytes, a 48-byte ACK
-        (1000, 12, 1000 / 1084),  # no congestion control: the same packets
-        (4000, 1, 4000 / 4084),
-        (1000, 3, 1000 / (1000 + 36 + 42 + 22 + 54)),  # HPCC: INT in the data packet and in the ACK
+        (1000, 1, (1036, 48)),  # DCQCN: PPP + IPv4 + UDP + SeqTs; ACK padded to a 60-byte frame less 14
+        (1000, 12, (1036, 48)),  # no congestion control: the same packets
+        (4000, 1, (4036, 48)),
+        (1000, 3, (1078, 76)),  # HPCC: 42 INT bytes in both
     ],
 )
-def test_packet_efficiency_counts_data_headers_and_one_ack_per_packet(payload, cc_mode, expected):
-    assert packet_efficiency(payload, cc_mode) == pytest.approx(expected)
+def test_packet_sizes(payload, cc_mode, sizes):
+    assert packet_bytes(payload, cc_mode) == sizes
 
 
-def ring_all_reduce(tmp_path, link_efficiency, config=None):
+@pytest.mark.parametrize(
+    ("gbps", "data_ns", "ack_ns"),
+    [
+        (400, 21, 1),  # 20.72 and 0.96 ns, rounded as ns-3 rounds
+        (100, 83, 4),
+        (3600, 2, 0),  # NVLink: 2.30 ns, so ns-3 moves payload faster than the nominal rate
+    ],
+)
+def test_transmission_times_round_to_whole_nanoseconds(gbps, data_ns, ack_ns):
+    rate = gbps / 8
+    assert (tx_ns(1036, rate), tx_ns(48, rate)) == (data_ns, ack_ns)
+    bytes_per_ns, delay_ns = ns3_link(rate, 500, 1000, 1)
+    assert bytes_per_ns == pytest.approx(1000 / (data_ns + ack_ns))
+    assert delay_ns == 2 * 500 + data_ns + ack_ns  # data there, ACK back, one packet per hop
+
+
+def ring_all_reduce(tmp_path, link_model, config=None):
     n, size = 4, 4_000_000
     manifest = {"collective_algorithm": "ring"}
-    if link_efficiency is not None:
-        manifest["link_efficiency"] = link_efficiency
+    if link_model is not None:
+        manifest["link_model"] = link_model
     write_run_dir(
         tmp_path, {r: [coll(0, "all_reduce", size)] for r in range(n)}, single_switch(n), manifest=manifest
     )
     if config is not None:
         (tmp_path / "ns3/config.txt").write_text(config)
-    bandwidth_ns = 2 * (n - 1) / n * size / B400
-    latency_ns = 2 * (n - 1) * 2 * HOP_NS
-    return EmbeddedBackend().run(tmp_path).result, bandwidth_ns, latency_ns
+    return EmbeddedBackend().run(tmp_path).result, 2 * (n - 1) / n * size, 2 * (n - 1)
 
 
 @pytest.mark.parametrize("setting", [None, "ideal"])
 def test_ideal_links_are_the_default(tmp_path, setting):
-    result, bandwidth_ns, latency_ns = ring_all_reduce(tmp_path, setting)
-    assert result.iteration_time_us * 1000 == pytest.approx(bandwidth_ns + latency_ns, abs=1.0)
-    assert result.meta["link_efficiency"] == 1.0
+    result, moved, steps = ring_all_reduce(tmp_path, setting)
+    assert result.iteration_time_us * 1000 == pytest.approx(moved / B400 + steps * 2 * HOP_NS, abs=1.0)
+    assert result.meta["link_model"] == "ideal"
 
 
-def test_a_number_scales_only_the_bandwidth_term(tmp_path):
-    result, bandwidth_ns, latency_ns = ring_all_reduce(tmp_path, 0.8)
-    assert result.iteration_time_us * 1000 == pytest.approx(bandwidth_ns / 0.8 + latency_ns, abs=1.0)
+def test_a_number_scales_only_the_rates(tmp_path):
+    result, moved, steps = ring_all_reduce(tmp_path, 0.8)
+    assert result.iteration_time_us * 1000 == pytest.approx(
+        moved / (0.8 * B400) + steps * 2 * HOP_NS, abs=1.0
+    )
 
 
 def test_ns3_packets_reads_the_payload_size_from_the_ns3_config(tmp_path):
-    config = "CC_MODE 1\nPACKET_PAYLOAD_SIZE 500\n"
-    result, bandwidth_ns, latency_ns = ring_all_reduce(tmp_path, "ns3_packets", config)
-    factor = 500 / (500 + 36 + 48)
-    assert result.meta["link_efficiency"] == pytest.approx(factor)
-    assert result.iteration_time_us * 1000 == pytest.approx(bandwidth_ns / factor + latency_ns, abs=1.0)
+    result, moved, steps = ring_all_reduce(tmp_path, "ns3_packets", "CC_MODE 1\nPACKET_PAYLOAD_SIZE 500\n")
+    per_packet_ns = tx_ns(536, B400) + tx_ns(48, B400)  # 11 + 1 ns at 400 Gbit/s
+    link_delay = 2 * HOP_NS + per_packet_ns
+    expected = moved / (500 / per_packet_ns) + steps * 2 * link_delay
+    assert result.iteration_time_us * 1000 == pytest.approx(expected, abs=1.0)
+    assert result.meta["link_model"].startswith("ns3_packets (500-byte payloads")
 
 
 @pytest.mark.parametrize(

@@ -68,7 +68,7 @@ class EmbeddedBackend:
                 "num_events": outcome.num_events,
                 "num_rate_recomputes": outcome.num_recomputes,
                 "network": "max-min fair flows on ns3/topology.txt",
-                "link_efficiency": sim.link_efficiency,
+                "link_model": sim.link_model,
             },
         )
         return RunOutput(result, _spans(outcome) if self.timeline else ())

@@ -19,7 +19,7 @@ from typing import Any
 
 from astra_hetero import rundir
 from astra_hetero.backends.embedded import collectives
-from astra_hetero.backends.embedded.packets import link_efficiency, with_link_efficiency
+from astra_hetero.backends.embedded.packets import apply_link_model
 from astra_hetero.backends.embedded.topology import Topology, host_groups, read_topology
 from astra_hetero.backends.embedded.tracefile import RankTrace, read_rank_trace
 from astra_hetero.errors import RunDirError
@@ -38,7 +38,7 @@ class SimInput:
     algorithm: str
     labels: list[dict[str, Any]] = field(default_factory=list)  # manifest's per-rank entries
     max_comm_in_flight: int = 0  # collectives/sends a rank may have in flight; 0 = unlimited
-    link_efficiency: float = 1.0  # share of every link's rate that carries payload (already applied)
+    link_model: str = "ideal"  # how the links' rates and delays were derived (already applied)
 
     @property
     def num_ranks(self) -> int:
@@ -59,8 +59,7 @@ def read_run_dir(root: Path, workers: int | None = None) -> SimInput:
     manifest = rundir.RunDir(root).read_manifest() if (root / rundir.MANIFEST).is_file() else {}
     prefix = _trace_prefix(root, manifest)
     num_ranks = _num_ranks(root, manifest, prefix)
-    efficiency = link_efficiency(root, manifest)
-    topology = with_link_efficiency(read_topology(root / rundir.NS3_TOPOLOGY), efficiency)
+    topology, link_model = apply_link_model(read_topology(root / rundir.NS3_TOPOLOGY), root, manifest)
     if len(topology.npus) < num_ranks:
         raise RunDirError(
             f"{root / rundir.NS3_TOPOLOGY}: {len(topology.npus)} non-switch nodes for {num_ranks} ranks"
@@ -81,7 +80,7 @@ def read_run_dir(root: Path, workers: int | None = None) -> SimInput:
         )
     return SimInput(
         root, traces, groups, topology, _machines(labels, topology, num_ranks), algorithm, labels, limit,
-        efficiency,
+        link_model,
     )
 
 
