@@ -92,3 +92,34 @@ def test_bad_settings_name_the_file(tmp_path, setting, config, words):
     with pytest.raises(RunDirError) as error:
         ring_all_reduce(tmp_path, setting, config)
     assert words in str(error.value)
+
+
+def mixed_switch() -> str:
+    """Hosts 0 and 1 on 400 Gbit/s links and host 2 on a 100 Gbit/s link to switch 3."""
+    return "4 1 3\n3\n0 3 400Gbps 0.0005ms 0\n1 3 400Gbps 0.0005ms 0\n2 3 100Gbps 0.0005ms 0\n"
+
+
+def test_step_down_links_are_the_switch_ports_slower_than_another_link_into_the_switch():
+    from astra_hetero.backends.embedded.packets import step_down_links
+    from astra_hetero.backends.embedded.topology import parse_topology
+
+    topology = parse_topology(mixed_switch())
+    steps = step_down_links(topology)
+    assert [(topology.link_src[k], topology.link_dst[k]) for k in steps] == [(3, 2)]
+
+
+@pytest.mark.parametrize(("src", "dst", "slowed"), [(0, 2, True), (2, 0, False), (0, 1, False)])
+def test_step_down_efficiency_slows_exactly_the_traffic_that_steps_down(tmp_path, src, dst, slowed):
+    from tests.embedded.rundirs import recv, send
+
+    size = 4_000_000
+    traces = {r: [] for r in range(3)}
+    traces[src] = [send(0, src, dst, 1, size)]
+    traces[dst] = [recv(0, src, dst, 1, size)]
+    times = []
+    for efficiency in (1.0, 0.5):
+        write_run_dir(tmp_path, traces, mixed_switch(), manifest={"step_down_efficiency": efficiency})
+        times.append(EmbeddedBackend().run(tmp_path).result.iteration_time_us * 1000)
+    bottleneck = 100 / 8 if 2 in (src, dst) else B400
+    assert times[0] == pytest.approx(size / bottleneck + 2 * HOP_NS, abs=1.0)
+    assert times[1] == pytest.approx(size / (bottleneck * (0.5 if slowed else 1)) + 2 * HOP_NS, abs=1.0)
