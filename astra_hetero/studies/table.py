@@ -83,13 +83,11 @@ def _row(outcome: StudyOutcome) -> Row:
         return Row(status="failed", error=first_line(outcome.error) or "failed", **base)
     try:
         result = read_result(outcome.run_dir)
-        layers = _layers_simulated(outcome.run_dir)
+        values = result_metrics(result, _layers_simulated(outcome.run_dir))
+        stats = read_ns3_outputs(outcome.run_dir) if point.backend == "ns3" else None
     except AstraHeteroError as exc:
         return Row(status="failed", error=first_line(str(exc)), **base)
-    values = result_metrics(result, layers)
-    if point.backend == "ns3":
-        stats = read_ns3_outputs(outcome.run_dir)
-        values.update(stats.as_columns() if stats else {})
+    values.update(stats.as_columns() if stats else {})
     return Row(status="ok", values=values, warnings=result.warnings, **base)
 
 
