@@ -12,6 +12,7 @@ import yaml
 from astra_hetero import pipeline
 from astra_hetero.cli.main import main
 from astra_hetero.spec import load_spec
+from astra_hetero.spec.schema import ScopeSpec
 from astra_hetero.studies.figures import DPI
 from astra_hetero.studies.plan import load_study
 
@@ -117,19 +118,15 @@ def test_heterogeneity_levels(outputs):
         assert times == sorted(times)
 
 
-def load_spec_scope(scope: dict):
-    from astra_hetero.spec.schema import ScopeSpec
-
-    return ScopeSpec(**scope)
-
-
 def test_packet_fidelity_on_the_embedded_backend(outputs):
     rows = run_reduced("packet_fidelity", outputs / "fidelity")
     data = yaml.safe_load((STUDIES / "packet_fidelity.yaml").read_text())
     assert data["backend"] == "ns3"  # the study's own backend; CI overrides it
     for cluster in ("8gpu", "16gpu-shared-nic"):
-        # both sides embedded here: the ideal flow model is the reference exactly; packet overheads
-        # slow it by at most 1/efficiency (92.3 % with 1000-byte payloads)
+        # both sides embedded here: the ideal flow model is the reference exactly; ns-3's packets cost
+        # these NIC-bound runs at most 1000 B per 22 ns of 20 at 400 Gbit/s (10 %) plus ACK round trips,
+        # and throttled step-down links only add to that
         assert value(rows, f"{cluster}_flow-ideal", "flow_vs_packet_pct") == 0
-        slower = value(rows, f"{cluster}_flow-packets", "flow_vs_packet_pct")
-        assert 0 < slower <= 100 * (1084 / 1000 - 1) + 1e-6
+        packets = value(rows, f"{cluster}_flow-packets", "flow_vs_packet_pct")
+        assert 0 < packets < 15
+        assert value(rows, f"{cluster}_flow-calibrated", "flow_vs_packet_pct") > packets
