@@ -101,7 +101,7 @@ def test_heterogeneity_levels(outputs):
     study = load_study(STUDIES / "heterogeneity_levels.yaml", reduced=True)
     scope = study.file.reduced.set["scope"]
     example = load_spec(EXAMPLES / "gpt3_175b_128gpu_h100.yaml").model_copy(
-        update={"scope": load_spec_scope(scope)}
+        update={"scope": ScopeSpec(**scope)}
     )
     run_dir = pipeline.build_run_dir(example, outputs / "example").root
     direct = pipeline.execute(run_dir, timeline="none").iteration_time_us
