@@ -192,9 +192,11 @@ def _formatters(columns: list[Column], rows: list[Row]) -> dict[str, tuple[Calla
     for column in columns:
         scale, suffix = display_unit(column.unit, largest[column.unit])
 
-        def cell(row: Row | None, name: str, scale: float = scale) -> str:
+        def cell(row: Row | None, name: str, scale: float = scale, count: bool = column.unit == "") -> str:
             value = None if row is None else row.values.get(name)
-            return "–" if value is None else format_number(value / scale)
+            if value is None:
+                return "–"
+            return f"{value:,.0f}" if count and float(value).is_integer() else format_number(value / scale)
 
         formats[column.name] = (cell, column.label + suffix)
     return formats
