@@ -31,14 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=backend_names(),
         help="simulator (default: embedded, needs nothing compiled)",
     )
-    parser.add_argument("--binary", help="ASTRA-sim binary to use (ASTRA-sim backends)")
-    parser.add_argument(
-        "--bin-dir", help="directory holding the ASTRA-sim binaries (else $ASTRA_SIM_BIN_DIR, PATH)"
-    )
-    parser.add_argument("--docker", metavar="IMAGE", help="run the ASTRA-sim binary inside this Docker image")
-    parser.add_argument(
-        "--timeout", type=positive_seconds, metavar="SECONDS", help="kill the simulator after this long"
-    )
+    add_astrasim_options(parser, timeout_help="kill the simulator after this long")
     parser.add_argument(
         "--timeline",
         choices=TIMELINE_MODES,
@@ -55,6 +48,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_force_argument(parser)
     add_limit_arguments(parser)
     parser.set_defaults(func=run)
+
+
+def add_astrasim_options(parser: argparse.ArgumentParser, timeout_help: str) -> None:
+    """--binary, --bin-dir, --docker, --timeout: how the ASTRA-sim backends find and bound their binary."""
+    parser.add_argument("--binary", help="ASTRA-sim binary to use (ASTRA-sim backends)")
+    parser.add_argument(
+        "--bin-dir", help="directory holding the ASTRA-sim binaries (else $ASTRA_SIM_BIN_DIR, PATH)"
+    )
+    parser.add_argument("--docker", metavar="IMAGE", help="run the ASTRA-sim binary inside this Docker image")
+    parser.add_argument("--timeout", type=positive_seconds, metavar="SECONDS", help=timeout_help)
 
 
 def simulate(args: argparse.Namespace) -> tuple[Path, RunResult]:

@@ -31,6 +31,7 @@ from astra_hetero.workload.layout import Layout, Placement, build_layout
 from astra_hetero.workload.memory import check_memory, max_layers_that_fit
 from astra_hetero.workload.partition import Partition, build_partition, micro_batch_group
 from astra_hetero.workload.schedule import stage_steps
+from astra_hetero.workload.scope import scoped
 from astra_hetero.workload.timing import DeviceCostModel
 
 Progress = Callable[[int], None]
@@ -71,6 +72,7 @@ def plan_workload(spec: Spec) -> WorkloadPlan:
         lambda stage: max_layers_that_fit(spec, layout, stage, most_mb),
     )
     check_memory(spec, layout, partition)
+    partition = scoped(partition, spec.scope)  # a cut-down iteration, planned for the whole one
     groups = _comm_groups(spec, layout)
     of_rank: list[list[CommGroup]] = [[] for _ in range(layout.num_ranks)]
     for group in groups:  # each rank's groups, found once rather than by scanning every group per rank
@@ -276,6 +278,8 @@ def manifest(plan: WorkloadPlan) -> dict[str, Any]:
         "collective_protocol": spec.collectives.protocol,
         "nccl_tests": table_records(spec.collectives.nccl_tests),
         "max_comm_in_flight_per_rank": spec.collectives.max_in_flight_per_rank,
+        "link_model": spec.network.link_model,
+        "step_down_efficiency": spec.network.step_down_efficiency,
         "model": spec.model.model_dump(mode="json"),
         "parallelism": spec.parallelism.model_dump(mode="json"),
         "layers_per_stage": list(partition.layers_per_stage),
@@ -283,6 +287,7 @@ def manifest(plan: WorkloadPlan) -> dict[str, Any]:
         "layers_per_virtual_stage": list(partition.layers_per_virtual_stage),
         "micro_batches_per_replica": list(partition.micro_batches_per_replica),
         "idle_ranks": list(layout.idle_ranks),
+        "scope": spec.scope.model_dump(mode="json") if spec.scope else None,
         "workload_prefix": rundir.WORKLOAD_PREFIX,
         "comm_groups": groups,
         "ranks": ranks,

@@ -121,6 +121,7 @@ class EmbeddedBackend:
             "num_events": outcome.num_events,
             "num_rate_recomputes": outcome.num_recomputes,
             "network": "max-min fair flows on ns3/topology.txt",
+            "link_model": sim.link_model,
         }
         if simulated.folding is not None:
             meta["folding"] = _folding_meta(simulated.folding, len(w.kinds))

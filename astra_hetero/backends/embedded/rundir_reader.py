@@ -19,6 +19,7 @@ from typing import Any
 from astra_hetero import rundir
 from astra_hetero.backends.embedded.comm_inputs import CommInputs, read_comm_inputs
 from astra_hetero.backends.embedded.manifest import MAX_RANKS, ManifestFields, manifest_fields
+from astra_hetero.backends.embedded.packets import apply_link_model
 from astra_hetero.backends.embedded.topology import Topology, host_groups, read_topology
 from astra_hetero.backends.embedded.tracefile import RankTrace, read_rank_trace
 from astra_hetero.errors import RunDirError
@@ -41,6 +42,7 @@ class SimInput:
     max_comm_in_flight: int = 0  # collectives/sends a rank may have in flight; 0 = unlimited
     memory_bytes_per_ns: list[float] | None = None  # per rank (manifest hbm_gbytes_per_s), or None
     comm: CommInputs = CommInputs()  # communication model, link kinds, architectures, nccl-tests tables
+    link_model: str = "ideal"  # how the links' rates and delays were derived (already applied)
 
     @property
     def num_ranks(self) -> int:
@@ -61,7 +63,9 @@ def read_run_dir(root: Path) -> SimInput:
     prefix = _trace_prefix(root, fields.workload_prefix)
     num_ranks = fields.num_ranks if fields.num_ranks is not None else _count_ranks(root, prefix)
     paths = _trace_paths(prefix, num_ranks)
-    topology = read_topology(root / rundir.NS3_TOPOLOGY, num_ranks)
+    topology, link_model = apply_link_model(
+        read_topology(root / rundir.NS3_TOPOLOGY, num_ranks), root, manifest
+    )
     if len(topology.npus) < num_ranks:
         raise RunDirError(
             f"{root / rundir.NS3_TOPOLOGY}: {len(topology.npus)} non-switch nodes for {num_ranks} ranks"
@@ -79,6 +83,7 @@ def read_run_dir(root: Path) -> SimInput:
         fields.max_comm_in_flight,
         fields.hbm_gbytes_per_s,  # GB/s is bytes per ns
         comm,
+        link_model,
     )
 
 
