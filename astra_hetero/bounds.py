@@ -50,7 +50,12 @@ class WorkTooLarge(FieldError):
 
 @dataclass(frozen=True)
 class WorkLimits:
-    max_nodes: int = 5_000_000  # trace nodes over all ranks (GPT-3 175B on 1024 GPUs has 1.7 M)
+    # trace nodes over all ranks (estimated): GPT-3 175B on 1024 GPUs 2 M, on 8192 GPUs 16 M, a 1T model
+    # on 512 GPUs with 512 micro-batches 16 M; generating 50 M takes minutes and GBs of traces
+    max_nodes: int = 50_000_000
+    # trace nodes on one rank: the engine simulates each distinct rank's trace, so this bounds its time
+    # (the 1T model with 512 micro-batches has 31 k per rank; 1,000,000 take a minute or two)
+    max_rank_nodes: int = 1_000_000
     max_links: int = 200_000  # network links (1024 GPUs in spine-leaf: about 5,000)
     max_flows: int = 200_000_000  # network transfers the collectives make (same run: about 10^7)
 
@@ -160,6 +165,16 @@ def check_work(
             f"{work.micro_batches:,} micro-batches × {spec.model.num_layers:,} layers on "
             f"{work.ranks:,} GPUs), more than --max-nodes {limits.max_nodes:,}; make the run smaller or "
             "raise the limit",
+        )
+    per_rank = work.trace_nodes // max(work.ranks, 1)
+    if workload and per_rank > limits.max_rank_nodes:
+        raise WorkTooLarge(
+            "parallelism.global_batch_size"
+            if work.micro_batches >= spec.model.num_layers
+            else "model.num_layers",
+            f"each rank's trace would hold about {_count(per_rank)} nodes ({work.micro_batches:,} "
+            f"micro-batches × {spec.model.num_layers:,} layers over {work.ranks:,} GPUs), more than "
+            f"--max-rank-nodes {limits.max_rank_nodes:,}; make the run smaller or raise the limit",
         )
     if (workload or topology) and work.network_links > limits.max_links:
         raise WorkTooLarge(
