@@ -21,19 +21,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from astra_hetero.errors import FieldError
-from astra_hetero.spec.schema import Spec
+
+if TYPE_CHECKING:  # annotations only: the CLI imports this module to declare its options
+    from astra_hetero.spec.schema import Spec
 
 # Trace nodes per layer per micro-batch on a rank with tp > 1: compute and TP collective alternate,
-# 8 without sequence parallelism, 20 with it; full recompute adds half as many again.
+# 8 without sequence parallelism, 16 with it; full recompute adds half as many again. With sequence
+# parallelism the backward also re-gathers the input of the layer's two column-parallel GEMMs
+# (workload/costs.py `_regather`): an all-gather and the compute it splits, twice.
 NODES_PER_LAYER = 8
-NODES_PER_LAYER_SP = 20
+NODES_PER_LAYER_SP_REGATHER = 4
 # Per micro-batch (pipeline send/recv, embedding, head, loss) and per layer once (gradient buckets).
 NODES_PER_MICRO_BATCH = 4
 NODES_PER_LAYER_ONCE = 2
 NODES_PER_RANK = 12  # optimizer step, tail bucket, embedding sync
 
+MAX_SWEEP_POINTS = 10_000  # points a sweep may expand to (`sweep --max-points`)
 MAX_MICRO_BATCHES = 1_000_000  # pipeline tags number micro-batches below this (graph.p2p_tag)
 MAX_TAG = 2**31 - 1
 
@@ -44,7 +50,12 @@ class WorkTooLarge(FieldError):
 
 @dataclass(frozen=True)
 class WorkLimits:
-    max_nodes: int = 5_000_000  # trace nodes over all ranks (GPT-3 175B on 1024 GPUs has 1.7 M)
+    # trace nodes over all ranks (estimated): GPT-3 175B on 1024 GPUs 2 M, on 8192 GPUs 16 M, a 1T model
+    # on 512 GPUs with 512 micro-batches 16 M; generating 50 M takes minutes and GBs of traces
+    max_nodes: int = 50_000_000
+    # trace nodes on one rank: the engine simulates each distinct rank's trace, so this bounds its time
+    # (the 1T model with 512 micro-batches has 31 k per rank; 1,000,000 take a minute or two)
+    max_rank_nodes: int = 1_000_000
     max_links: int = 200_000  # network links (1024 GPUs in spine-leaf: about 5,000)
     max_flows: int = 200_000_000  # network transfers the collectives make (same run: about 10^7)
 
@@ -67,10 +78,9 @@ def estimate_work(spec: Spec) -> WorkEstimate:
     ranks = cluster.num_gpus
     per_layer = 0
     if par.tp > 1:
-        # sequence parallelism: all-gather + reduce-scatter in place of each all-reduce, and the backward
-        # re-gathers the sharded input of each column-parallel GEMM
-        per_layer = NODES_PER_LAYER_SP if par.sequence_parallel else NODES_PER_LAYER
+        per_layer = NODES_PER_LAYER * (2 if par.sequence_parallel else 1)
         per_layer += per_layer // 2 if par.recompute == "full" else 0
+        per_layer += NODES_PER_LAYER_SP_REGATHER if par.sequence_parallel else 0
     chunks = _virtual_stages(spec)
     trace_nodes = (
         par.tp * micro_batches * layers * per_layer
@@ -155,6 +165,16 @@ def check_work(
             f"{work.micro_batches:,} micro-batches × {spec.model.num_layers:,} layers on "
             f"{work.ranks:,} GPUs), more than --max-nodes {limits.max_nodes:,}; make the run smaller or "
             "raise the limit",
+        )
+    per_rank = work.trace_nodes // max(work.ranks, 1)
+    if workload and per_rank > limits.max_rank_nodes:
+        raise WorkTooLarge(
+            "parallelism.global_batch_size"
+            if work.micro_batches >= spec.model.num_layers
+            else "model.num_layers",
+            f"each rank's trace would hold about {_count(per_rank)} nodes ({work.micro_batches:,} "
+            f"micro-batches × {spec.model.num_layers:,} layers over {work.ranks:,} GPUs), more than "
+            f"--max-rank-nodes {limits.max_rank_nodes:,}; make the run smaller or raise the limit",
         )
     if (workload or topology) and work.network_links > limits.max_links:
         raise WorkTooLarge(

@@ -10,10 +10,10 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from astra_hetero import rundir
 from astra_hetero.backends.base import create_backend
@@ -21,9 +21,11 @@ from astra_hetero.bounds import WorkLimits, check_work
 from astra_hetero.errors import BackendFailed, RunDirError
 from astra_hetero.outputs import RUN_PARTS, OutputStaging, publish_output
 from astra_hetero.results.io import check_result, relocate, write_result
-from astra_hetero.results.model import RunOutput, RunResult, Span
-from astra_hetero.spec.schema import Spec
-from astra_hetero.workload.generate import Progress, write_workload
+from astra_hetero.results.model import RunOutput, RunResult, SharedSpans, Span
+
+if TYPE_CHECKING:  # imported where used: `run RUN_DIR` needs neither the spec schema nor the generator
+    from astra_hetero.spec.schema import Spec
+    from astra_hetero.workload.generate import Progress
 
 PROGRESS_THRESHOLD_RANKS = 64
 
@@ -95,6 +97,8 @@ def build_into(
 
 
 def _write_workload(spec: Spec, path: Path, progress: bool) -> None:
+    from astra_hetero.workload.generate import write_workload
+
     with _progress_bar(spec.cluster.num_gpus, "writing traces", progress) as advance:
         write_workload(spec, path, advance)
 
@@ -231,15 +235,18 @@ def _write_result(path: Path, root: Path, output: RunOutput, timeline: str) -> R
     return result
 
 
-def sample_spans(result: RunResult, spans: tuple[Span, ...], limit: int) -> tuple[tuple[Span, ...], str]:
+def sample_spans(result: RunResult, spans: Sequence[Span], limit: int) -> tuple[tuple[Span, ...], str]:
     """Spans of the TP-index-0 rank of every pipeline cell (its TP peers run in lockstep), thinned
     further by a stride over those ranks if that is still more than `limit`."""
     leaders = [r.rank for r in result.ranks if r.tp_index in (0, None)]
     per_rank = len(spans) / max(result.num_ranks, 1)
     stride = max(1, math.ceil(len(leaders) * per_rank / limit))
     kept = set(leaders[::stride])
+    chosen = (
+        spans.for_ranks(kept) if isinstance(spans, SharedSpans) else tuple(s for s in spans if s.rank in kept)
+    )
     note = (
         f"{len(kept)} of {result.num_ranks} ranks shown (TP index 0 of each pipeline cell"
         f"{f', every {stride}th' if stride > 1 else ''}); run with --timeline all for every rank"
     )
-    return tuple(s for s in spans if s.rank in kept), note
+    return chosen, note

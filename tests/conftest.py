@@ -27,6 +27,7 @@ def budget(examples: int) -> int:
     """A property's example count under the CI profile, scaled with the loaded profile's."""
     return max(1, examples * settings.default.max_examples // 100)
 
+
 TINY_MODEL: dict[str, Any] = {
     "num_layers": 8,
     "hidden_size": 1024,

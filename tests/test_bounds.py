@@ -106,12 +106,12 @@ def with_nics(count: int) -> dict:
 @pytest.mark.parametrize(
     "data,field,says",
     [
-        (with_parallelism(global_batch_size=100_000), "parallelism.global_batch_size", "--max-nodes"),
+        (with_parallelism(global_batch_size=200_000), "parallelism.global_batch_size", "--max-rank-nodes"),
         (with_parallelism(global_batch_size=10**12), "parallelism.global_batch_size", "--max-nodes"),
         (with_network(num_spines=1_000_000), "network.num_spines", "--max-links"),
         (with_nics(1_000_000), "cluster.node_groups[0].nic.count", "--max-links"),
     ],
-    ids=["batch-1e5", "batch-1e12", "spines-1e6", "nics-1e6"],
+    ids=["batch-2e5", "batch-1e12", "spines-1e6", "nics-1e6"],
 )
 def test_too_much_work_is_refused_naming_the_field_and_the_limit(data, field, says):
     with pytest.raises(WorkTooLarge) as caught:
@@ -129,7 +129,7 @@ def test_the_limit_can_be_raised():
 def test_format_limits_hold_whatever_the_limits():
     spec = parse_spec(with_parallelism(global_batch_size=4 * 1_000_000))
     with pytest.raises(WorkTooLarge, match="pipeline message tags"):
-        check_work(spec, WorkLimits(max_nodes=10**18, max_flows=10**18))
+        check_work(spec, WorkLimits(max_nodes=10**18, max_rank_nodes=10**18, max_flows=10**18))
 
 
 def test_cli_refuses_before_writing_and_accepts_a_raised_limit(tmp_path, capsys):

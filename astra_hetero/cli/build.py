@@ -7,7 +7,6 @@ import argparse
 from astra_hetero.cli.generate import describe_workload
 from astra_hetero.cli.options import add_spec_arguments, limits_from
 from astra_hetero.pipeline import build_run_dir
-from astra_hetero.spec import load_spec
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -18,6 +17,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from astra_hetero.spec import load_spec  # here: every command imports this module when parsing
+
     spec = load_spec(args.spec)
     run_dir = build_run_dir(
         spec, args.output, progress=not args.quiet, limits=limits_from(args), force=args.force

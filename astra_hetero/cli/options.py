@@ -29,6 +29,7 @@ def add_force_argument(parser: argparse.ArgumentParser) -> None:
 # (option, WorkLimits field, what it bounds)
 LIMITS = (
     ("--max-nodes", "max_nodes", "most trace nodes over all ranks"),
+    ("--max-rank-nodes", "max_rank_nodes", "most trace nodes on one rank"),
     ("--max-links", "max_links", "most links in the cluster network"),
     ("--max-flows", "max_flows", "most network transfers the collectives make"),
 )

@@ -6,9 +6,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from astra_hetero.profiling.run import gpu_label, profile, write_calibration
-from astra_hetero.spec import load_spec
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -48,7 +45,10 @@ def _sizes(text: str) -> tuple[int, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # here, not at the top: every command imports this module when parsing
+    from astra_hetero.profiling.run import gpu_label, profile, write_calibration
     from astra_hetero.profiling.torch_timer import TorchTimer, load_torch
+    from astra_hetero.spec import load_spec
 
     load_torch(args.device, allow_cpu=False)  # no GPU or no PyTorch: fail before any other work
     spec = load_spec(args.spec)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from astra_hetero.backends.base import backend_names
 from astra_hetero.cli.options import (
@@ -15,8 +16,9 @@ from astra_hetero.cli.options import (
 )
 from astra_hetero.errors import RunDirError
 from astra_hetero.pipeline import TIMELINE_MODES, execute, run_spec
-from astra_hetero.results.model import RunResult
-from astra_hetero.spec import load_spec
+
+if TYPE_CHECKING:
+    from astra_hetero.results.model import RunResult
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,24 +31,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=backend_names(),
         help="simulator (default: embedded, needs nothing compiled)",
     )
-    parser.add_argument("--binary", help="ASTRA-sim binary to use (ASTRA-sim backends)")
-    parser.add_argument(
-        "--bin-dir", help="directory holding the ASTRA-sim binaries (else $ASTRA_SIM_BIN_DIR, PATH)"
-    )
-    parser.add_argument("--docker", metavar="IMAGE", help="run the ASTRA-sim binary inside this Docker image")
-    parser.add_argument(
-        "--timeout", type=positive_seconds, metavar="SECONDS", help="kill the simulator after this long"
-    )
+    add_astrasim_options(parser, timeout_help="kill the simulator after this long")
     parser.add_argument(
         "--timeline",
         choices=TIMELINE_MODES,
         default="auto",
         help="trace.json: every span (all), none, or sampled ranks for large runs (auto)",
     )
+    parser.add_argument(
+        "--no-fold",
+        action="store_true",
+        help="embedded backend: simulate every rank instead of one per class of interchangeable ranks "
+        "(the reference the folded simulation is checked against)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_force_argument(parser)
     add_limit_arguments(parser)
     parser.set_defaults(func=run)
+
+
+def add_astrasim_options(parser: argparse.ArgumentParser, timeout_help: str) -> None:
+    """--binary, --bin-dir, --docker, --timeout: how the ASTRA-sim backends find and bound their binary."""
+    parser.add_argument("--binary", help="ASTRA-sim binary to use (ASTRA-sim backends)")
+    parser.add_argument(
+        "--bin-dir", help="directory holding the ASTRA-sim binaries (else $ASTRA_SIM_BIN_DIR, PATH)"
+    )
+    parser.add_argument("--docker", metavar="IMAGE", help="run the ASTRA-sim binary inside this Docker image")
+    parser.add_argument("--timeout", type=positive_seconds, metavar="SECONDS", help=timeout_help)
 
 
 def simulate(args: argparse.Namespace) -> tuple[Path, RunResult]:
@@ -60,17 +71,25 @@ def simulate(args: argparse.Namespace) -> tuple[Path, RunResult]:
         return source, execute(source, args.backend, args.timeline, force=args.force, **options)
     if output is None:
         raise RunDirError(f"{source} is a spec: give -o RUN_DIR for the run directory to build")
+    from astra_hetero.spec import load_spec  # here: every command imports this module when parsing
+
     spec = load_spec(source)
     result = run_spec(
-        spec, output, args.backend, args.timeline, limits=limits_from(args), force=args.force,
-        progress=not args.quiet, **options,
+        spec,
+        output,
+        args.backend,
+        args.timeline,
+        limits=limits_from(args),
+        force=args.force,
+        progress=not args.quiet,
+        **options,
     )
     return output, result
 
 
 def backend_options(args: argparse.Namespace) -> dict[str, object]:
     if args.backend == "embedded":
-        return {}
+        return {"fold": not getattr(args, "no_fold", False)}
     return {
         "binary": args.binary,
         "bin_dir": args.bin_dir,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from astra_hetero.backends.base import backend_names
+from astra_hetero.bounds import MAX_SWEEP_POINTS as MAX_POINTS
 from astra_hetero.cli.options import (
     add_force_argument,
     add_limit_arguments,
@@ -15,9 +17,9 @@ from astra_hetero.cli.options import (
 )
 from astra_hetero.cli.run import backend_options
 from astra_hetero.results.model import APPROXIMATION
-from astra_hetero.sweep import PointOutcome, load_sweep, run_sweep
-from astra_hetero.sweep.plan import MAX_POINTS
-from astra_hetero.sweep.run import CSV_NAME, first_line
+
+if TYPE_CHECKING:
+    from astra_hetero.sweep import PointOutcome
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -65,6 +67,9 @@ def sweep(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
+
+    from astra_hetero.sweep import load_sweep, run_sweep  # here: every command imports this module
+    from astra_hetero.sweep.run import CSV_NAME, first_line
 
     plan = load_sweep(args.sweep_file, args.max_points)
     args.backend = args.backend or plan.backend or "embedded"

@@ -7,8 +7,6 @@ import argparse
 from astra_hetero import rundir
 from astra_hetero.cli.options import add_spec_arguments, limits_from
 from astra_hetero.pipeline import build_run_dir
-from astra_hetero.spec import load_spec
-from astra_hetero.topology import checked_graph, figures
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,6 +19,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # here, not at the top: every command imports this module when parsing
+    from astra_hetero.spec import load_spec
+    from astra_hetero.topology import checked_graph, figures
+
     spec = load_spec(args.spec)
     build_run_dir(
         spec, args.output, workload=False, limits=limits_from(args), force=args.force, draw=args.draw

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from astra_hetero import rundir
 from astra_hetero.comm.nccl_tests import MeasuredTable, NcclTestsError, parse_nccl_tests
 from astra_hetero.errors import RunDirError, SpecError
 from astra_hetero.rundir import NCCL_TESTS_DIR as TABLES_DIR
@@ -88,7 +89,7 @@ def read_tables(root: Path, entries: Any, manifest_path: Path) -> list[ScopedTab
         where = f"{manifest_path}: nccl_tests[{index}]"
         if not isinstance(entry, dict) or entry.get("scope") not in SCOPES or not entry.get("path"):
             raise RunDirError(f"{where} needs a scope ({' or '.join(SCOPES)}) and a path")
-        path = root / str(entry["path"])
+        path = rundir.inside(root, str(entry["path"]), f"{where} path")  # never a file outside
         if not path.is_file():
             raise RunDirError(f"{path}: missing ({where} lists it)")
         try:

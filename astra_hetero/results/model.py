@@ -8,7 +8,9 @@ exposed_comm_us` is everything else (pipeline bubbles, waiting for peers, waitin
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import copy
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 RESULT_FORMAT = "astra-hetero/result@1"
@@ -47,6 +49,7 @@ class CollectiveStat:
     end_us: float
     name: str = ""
     num_ranks: int = 0
+    instances: int = 1  # identical collectives (or transfers) of other groups (ranks) this record stands for
 
     @property
     def duration_us(self) -> float:
@@ -66,10 +69,12 @@ class RunResult:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("ranks", "collectives")}
+        data["meta"] = copy.deepcopy(self.meta)
         data["format"] = RESULT_FORMAT
-        data["ranks"] = [asdict(r) for r in self.ranks]
-        data["collectives"] = [asdict(c) for c in self.collectives]
+        # records are flat: copying their fields beats `asdict`'s recursion for a million of them
+        data["ranks"] = [dict(r.__dict__) for r in self.ranks]
+        data["collectives"] = [dict(c.__dict__) for c in self.collectives]
         data["warnings"] = list(self.warnings)
         return data
 
@@ -102,9 +107,45 @@ class Span:
     end_ns: int
 
 
+class SharedSpans(Sequence[Span]):
+    """Spans of ranks that share their timelines (a folded simulation): rank r's spans are those of
+    `rows[row_of[r]]`, each `(kind, name, start_ns, end_ns)`. Behaves as the full tuple of every
+    rank's spans in rank order, built on demand; `for_ranks` picks ranks without building the rest."""
+
+    def __init__(self, rows: list[list[tuple[str, str, int, int]]], row_of: list[int]) -> None:
+        self._rows = rows
+        self._row_of = row_of
+        self._len = sum(len(rows[row]) for row in row_of)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        if index < 0:
+            index += self._len
+        for rank, row in enumerate(self._row_of):
+            if index < len(self._rows[row]):
+                return Span(rank, *self._rows[row][index])
+            index -= len(self._rows[row])
+        raise IndexError("span index out of range")
+
+    def __iter__(self) -> Iterator[Span]:
+        return iter(self.for_ranks(range(len(self._row_of))))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and tuple(self) == tuple(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def for_ranks(self, ranks: Iterable[int]) -> tuple[Span, ...]:
+        return tuple(Span(rank, *cells) for rank in sorted(ranks) for cells in self._rows[self._row_of[rank]])
+
+
 @dataclass(frozen=True)
 class RunOutput:
     """What a backend returns: the result, plus timeline spans when the backend can give them."""
 
     result: RunResult
-    spans: tuple[Span, ...] = ()
+    spans: Sequence[Span] = ()

@@ -338,6 +338,18 @@ class NetworkSpec(Strict):
     link_latency_ns: LatencyNs = 500.0
     dcqcn: DcqcnSpec = DcqcnSpec()
     ns3: Ns3Spec = Ns3Spec()
+    link_model: Literal["ideal", "ns3_packets"] | Efficiency = Field(
+        "ideal",
+        description="embedded engine: ideal links (line rate, one-way delay); ns3_packets = each link's "
+        "rate and delay as ns-3's packets and ACKs use it (from ns3/config.txt); or a number: that share "
+        "of every link's rate (e.g. calibrated from short ns-3 runs)",
+    )
+    step_down_efficiency: Efficiency = Field(
+        1.0,
+        description="embedded engine: the share of its rate a link gets where traffic steps down onto it "
+        "from faster links (a slower NIC behind a faster fabric), as DCQCN leaves it; 1 = ideal; calibrate "
+        "against ns-3 with benchmarks/packet_fidelity.py --calibrate",
+    )
 
 
 class ParallelismSpec(Strict):
@@ -511,6 +523,25 @@ class ComputeSpec(Strict):
     )
 
 
+class ScopeSpec(Strict):
+    """A cut-down iteration for expensive backends (packet-level ns-3): the plan is made for the whole
+    model and batch (partition, memory check), then each stage keeps only its first layers and each
+    replica only its first micro-batches. Gradient sync then covers only the layers kept."""
+
+    layers_per_stage: Count | None = Field(
+        None, description="transformer layers kept on each pipeline stage (at most its planned share)"
+    )
+    micro_batches_per_replica: BatchSize | None = Field(
+        None, description="micro-batches each data-parallel replica runs (at most its planned share)"
+    )
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> ScopeSpec:
+        if self.layers_per_stage is None and self.micro_batches_per_replica is None:
+            raise ValueError("give layers_per_stage and/or micro_batches_per_replica (or drop `scope`)")
+        return self
+
+
 class Spec(Strict):
     name: str = "experiment"
     model: ModelSpec
@@ -522,3 +553,4 @@ class Spec(Strict):
     collectives: CollectiveSpec = CollectiveSpec()
     compute: ComputeSpec = ComputeSpec()
     calibration: str | None = Field(None, description="CSV of measured operator times, relative to the spec")
+    scope: ScopeSpec | None = Field(None, description="simulate a cut-down iteration (layers, micro-batches)")

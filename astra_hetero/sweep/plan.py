@@ -26,8 +26,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from astra_hetero.bounds import MAX_SWEEP_POINTS
 from astra_hetero.errors import SpecError
-from astra_hetero.spec import load_spec, parse_spec
+from astra_hetero.spec import Spec, load_spec, parse_spec
 from astra_hetero.spec.load import spec_error_from_validation
 from astra_hetero.spec.types import Seconds
 from astra_hetero.spec.yamlfile import read_yaml
@@ -67,6 +68,11 @@ class SweepPoint:
     name: str  # unique; also the point's directory name
     overrides: dict[str, Any]
     spec_data: dict[str, Any]
+    backend: str | None = None  # this point's backend; None: the sweep's
+
+    def spec(self) -> Spec:
+        """The spec this point runs; raises SpecError when the overrides made it invalid."""
+        return parse_spec(self.spec_data)
 
 
 @dataclass(frozen=True)
@@ -78,7 +84,7 @@ class Sweep:
     timeout_s: float | None = None
 
 
-MAX_POINTS = 10_000
+MAX_POINTS = MAX_SWEEP_POINTS
 
 
 def load_sweep(path: str | Path, max_points: int = MAX_POINTS) -> Sweep:
@@ -98,7 +104,7 @@ def plan_sweep(data: Any, directory: Path, max_points: int = MAX_POINTS) -> Swee
             f"{num_points:,} points, more than --max-points {max_points:,}; split the sweep or raise "
             "the limit",
         )
-    base = _base_data(sweep.base, directory)
+    base = base_data(sweep.base, directory)
     if sweep.grid is not None:
         keys = tuple(sweep.grid)
         named = [
@@ -155,7 +161,8 @@ def _render(steps: list[str | int]) -> str:
     return text
 
 
-def _base_data(base: str | dict[str, Any], directory: Path) -> dict[str, Any]:
+def base_data(base: str | dict[str, Any], directory: Path) -> dict[str, Any]:
+    """The base spec (a file relative to `directory`, or inline), validated, as plain data."""
     spec = load_spec(directory / base) if isinstance(base, str) else parse_spec(base)
     return spec.model_dump()
 

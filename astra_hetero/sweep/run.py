@@ -64,12 +64,13 @@ def run_point(
     """Build and run one point (published with its result in one step); never raises for a failure of
     the point itself."""
     from astra_hetero import pipeline
-    from astra_hetero.spec import parse_spec
 
     run_dir = Path(out_dir) / point.name
     try:
-        spec = parse_spec(point.spec_data)
-        result = pipeline.run_spec(spec, run_dir, backend, limits=limits, force=force, **options)
+        spec = point.spec()
+        result = pipeline.run_spec(
+            spec, run_dir, point.backend or backend, limits=limits, force=force, **options
+        )
     except AstraHeteroError as exc:
         return _failed(point, run_dir, str(exc))
     except Exception as exc:  # a bug hit by one point must not end the other points
@@ -79,7 +80,7 @@ def run_point(
         point.name,
         point.overrides,
         str(run_dir),
-        metrics=_metrics(result),
+        metrics=result_metrics(result),
         warnings=result.warnings,
     )
 
@@ -236,7 +237,7 @@ def _cell(value: Any) -> Any:
     return round(value, 3) if isinstance(value, float) else value
 
 
-def _metrics(result: RunResult) -> dict[str, float]:
+def result_metrics(result: RunResult) -> dict[str, float]:
     return {
         "iteration_time_us": result.iteration_time_us,
         "num_ranks": result.num_ranks,

@@ -84,7 +84,8 @@ def max_latency_ns(graph: nx.Graph, same_local_only: bool) -> float:
     alike. With `same_local_only`, only pairs with the same local GPU index count (dimension 1).
     """
     gpus = gpu_ids(graph)
-    switches = graph.subgraph(n for n, role in graph.nodes(data="role") if role != "gpu")
+    # one copy of the switch graph plus an "origin" node whose edges are re-pointed per source
+    probe = nx.Graph(graph.subgraph(n for n, role in graph.nodes(data="role") if role != "gpu"))
     sources = {}
     for gpu in gpus:
         attrs = graph.nodes[gpu]
@@ -93,7 +94,7 @@ def max_latency_ns(graph: nx.Graph, same_local_only: bool) -> float:
     for source in sources.values():
         src = graph.nodes[source]
         start = {n: graph.edges[source, n]["latency_ns"] for n in graph.neighbors(source)}
-        dist = _multi_source_latency(switches, start)
+        dist = _multi_source_latency(probe, start)
         for gpu in gpus:
             dst = graph.nodes[gpu]
             if dst["host"] == src["host"] or (same_local_only and dst["local"] != src["local"]):
@@ -103,12 +104,15 @@ def max_latency_ns(graph: nx.Graph, same_local_only: bool) -> float:
     return worst
 
 
-def _multi_source_latency(switches: nx.Graph, start: dict[int, float]) -> dict[int, float]:
-    probe = nx.Graph(switches)
+def _multi_source_latency(probe: nx.Graph, start: dict[int, float]) -> dict[int, float]:
+    """Latency from a GPU (its first hops given in `start`) to every switch of `probe`."""
     probe.add_node("origin")
     for node, latency in start.items():
         probe.add_edge("origin", node, latency_ns=latency)
-    dist = nx.single_source_dijkstra_path_length(probe, "origin", weight="latency_ns")
+    try:
+        dist = nx.single_source_dijkstra_path_length(probe, "origin", weight="latency_ns")
+    finally:
+        probe.remove_node("origin")
     dist.pop("origin")
     return dist
 

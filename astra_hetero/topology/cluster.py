@@ -62,10 +62,13 @@ def build_cluster_graph(spec: Spec) -> nx.Graph:
             scale_out_gbps=group.nic.gbps * group.nics_per_node / group.gpus_per_node,
         )
     nics: list[_Nic] = []
+    on_host: dict[int, list[int]] = {}
+    for d in devices:  # each node's ranks, gathered once rather than by a scan of every device per node
+        on_host.setdefault(d.node, []).append(d.rank)
     host = 0
     for group, name in zip(spec.cluster.node_groups, spec.cluster.group_names, strict=True):
         for _ in range(group.count):
-            ranks = [d.rank for d in devices if d.node == host]
+            ranks = on_host.get(host, [])
             nics.extend(_add_node_internals(graph, host, name, group, ranks))
             host += 1
     builders = {"single_switch": _single_switch, "spine_leaf": _spine_leaf, "rail_optimized": _rail_optimized}

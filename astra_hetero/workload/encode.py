@@ -11,6 +11,9 @@ Nodes that do not depend on the rank (compute) are encoded once per class; colle
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
+
+from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
 
 from astra_hetero.chakra_io import COLL, COMP, RECV, SEND, collective_type, frame, metadata_record, pb
 from astra_hetero.workload.graph import COLL as K_COLL
@@ -84,30 +87,97 @@ def microsecond_durations(graph: RankGraph) -> list[int]:
     return durations
 
 
+def _attr_entry(name: str, **value: object) -> bytes:
+    """One `attr` entry of a serialized Node (field 10), as the schema's serializer writes it."""
+    attr = pb.AttributeProto(name=name, **value)
+    body = attr.SerializeToString()
+    return b"\x52" + _VarintBytes(len(body)) + body
+
+
+def _framed(body: bytes) -> bytes:
+    return _length_prefix(len(body)) + body
+
+
+@lru_cache(maxsize=4096)
+def _length_prefix(size: int) -> bytes:
+    return _VarintBytes(size)  # records have few distinct sizes
+
+
 @dataclass
 class ClassEncoder:
+    """Encodes a class graph for each rank bound to it, byte for byte as `encode_compute`,
+    `encode_collective` and `encode_p2p` would, but from pre-serialized pieces: a node serializes
+    its fields in field order with attributes last, so a collective is its fixed body plus one
+    `pg_name` entry, and a send/recv its fixed body with the rank-specific endpoint entries spliced
+    in. Consecutive nodes that depend on the same comm-group role (or none) form one *run*, joined
+    once per group they are bound to; only transfers are assembled per rank."""
+
     graph: RankGraph
-    _fixed: list[bytes | None] = field(init=False)
-    _collectives: dict[tuple[int, str], bytes] = field(init=False, default_factory=dict)
+    _runs: list[tuple[str, list[int]]] = field(init=False)  # (role, node indices); "" = fixed, "p2p"
+    _pieces: list[object] = field(init=False)
+    _joined: dict[tuple[int, str], bytes] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         durations = iter(microsecond_durations(self.graph))
-        self._fixed = [
-            encode_compute(n, next(durations)) if n.kind == K_COMP else None for n in self.graph.nodes
-        ]
+        self._pieces = []
+        self._runs = []
+        for index, node in enumerate(self.graph.nodes):
+            if node.kind == K_COMP:
+                self._pieces.append(encode_compute(node, next(durations)))
+                role = ""
+            elif node.kind == K_COLL:
+                base = _base(node)
+                _attr(base, "comm_type", int64_val=collective_type(node.comm_type))
+                _attr(base, "comm_size", int64_val=node.bytes)
+                self._pieces.append(base.SerializeToString())
+                role = node.group
+            else:
+                head = _base(node).SerializeToString()
+                tail = _attr_entry("comm_tag", int32_val=node.tag) + _attr_entry(
+                    "comm_size", int64_val=node.bytes
+                )
+                self._pieces.append((head, tail, node.kind == K_SEND, node.peer))
+                role = "p2p"
+            last = self._runs[-1] if self._runs else None
+            if (
+                last is not None
+                and last[0] != "p2p"
+                and role != "p2p"
+                and (not role or last[0] in ("", role))
+            ):
+                self._runs[-1] = (last[0] or role, last[1])  # compute nodes join any run
+                last[1].append(index)
+            else:
+                self._runs.append((role, [index]))
 
     def encode(self, binding: RankBinding) -> bytes:
-        records = [metadata_record()]
-        for node, fixed in zip(self.graph.nodes, self._fixed, strict=True):
-            if fixed is not None:
-                records.append(fixed)
-            elif node.kind == K_COLL:
-                group_id = binding.groups[node.group]
-                key = (node.id, group_id)
-                record = self._collectives.get(key)
-                if record is None:
-                    record = self._collectives[key] = encode_collective(node, group_id)
-                records.append(record)
-            else:
-                records.append(encode_p2p(node, binding.rank, binding.peers[node.peer]))
-        return b"".join(records)
+        parts = [metadata_record()]
+        for number, (role, nodes) in enumerate(self._runs):
+            if role == "p2p":
+                head, tail, sender, peer_role = self._pieces[nodes[0]]  # type: ignore[misc]
+                peer = binding.peers[peer_role]
+                src, dst = (binding.rank, peer) if sender else (peer, binding.rank)
+                middle = _endpoint("comm_src", src) + _endpoint("comm_dst", dst)
+                parts.append(_framed(head + middle + tail))
+                continue
+            group = binding.groups[role] if role else ""
+            key = (number, group)
+            joined = self._joined.get(key)
+            if joined is None:
+                joined = self._joined[key] = self._join(nodes, group)
+            parts.append(joined)
+        return b"".join(parts)
+
+    def _join(self, nodes: list[int], group: str) -> bytes:
+        if not group:
+            return b"".join(self._pieces[i] for i in nodes)  # type: ignore[misc]
+        entry = _attr_entry("pg_name", string_val=group)
+        return b"".join(
+            _framed(self._pieces[i] + entry) if self.graph.nodes[i].kind == K_COLL else self._pieces[i]  # type: ignore[operator]
+            for i in nodes
+        )
+
+
+@lru_cache(maxsize=1 << 16)
+def _endpoint(name: str, rank: int) -> bytes:
+    return _attr_entry(name, int32_val=rank)

@@ -31,6 +31,7 @@ from astra_hetero.workload.layout import Layout, Placement, build_layout
 from astra_hetero.workload.memory import check_memory, max_layers_that_fit
 from astra_hetero.workload.partition import Partition, build_partition, micro_batch_group
 from astra_hetero.workload.schedule import stage_steps
+from astra_hetero.workload.scope import scoped
 from astra_hetero.workload.timing import DeviceCostModel
 
 Progress = Callable[[int], None]
@@ -71,10 +72,15 @@ def plan_workload(spec: Spec) -> WorkloadPlan:
         lambda stage: max_layers_that_fit(spec, layout, stage, most_mb),
     )
     check_memory(spec, layout, partition)
+    partition = scoped(partition, spec.scope)  # a cut-down iteration, planned for the whole one
     groups = _comm_groups(spec, layout)
+    of_rank: list[list[CommGroup]] = [[] for _ in range(layout.num_ranks)]
+    for group in groups:  # each rank's groups, found once rather than by scanning every group per rank
+        for rank in group.ranks:
+            of_rank[rank].append(group)
     active = layout.active_ranks
-    contexts = [_context(spec, layout, partition, groups, blocks, rank) for rank in active]
-    bindings = [_binding(spec, layout, groups, rank) for rank in active]
+    contexts = [_context(spec, layout, partition, of_rank[r], blocks, r) for r in active]
+    bindings = [_binding(spec, layout, of_rank[r], r) for r in active]
     return WorkloadPlan(spec, layout, partition, groups, contexts, bindings)
 
 
@@ -124,6 +130,7 @@ def _comm_groups(spec: Spec, layout: Layout) -> list[CommGroup]:
 
 
 def _binding(spec: Spec, layout: Layout, groups: list[CommGroup], rank: int) -> RankBinding:
+    """`groups`: the comm groups holding `rank`."""
     place = layout.placement(rank)
     pp = spec.parallelism.pp
     # with virtual stages the pipeline is a ring: the last stage feeds stage 0's next chunk
@@ -133,7 +140,7 @@ def _binding(spec: Spec, layout: Layout, groups: list[CommGroup], rank: int) -> 
         peers["prev"] = layout.rank_of((place.stage - 1) % pp, place.replica, place.tp_index)
     if place.stage < pp - 1 or ring:
         peers["next"] = layout.rank_of((place.stage + 1) % pp, place.replica, place.tp_index)
-    return RankBinding(rank, {g.kind: g.id for g in groups if rank in g.ranks}, peers)
+    return RankBinding(rank, {g.kind: g.id for g in groups}, peers)
 
 
 def _context(
@@ -152,7 +159,7 @@ def _context(
     params, extra_params = stage_parameters(model, par, stage, partition.layers_per_stage[stage])
     embedding_params = counts.embedding / par.tp if stage == 0 else 0.0
     tokens = par.micro_batch_size * model.seq_len
-    roles = {g.kind for g in groups if rank in g.ranks}
+    roles = {g.kind for g in groups}
     return RankContext(
         stage=stage,
         num_stages=par.pp,
@@ -271,6 +278,8 @@ def manifest(plan: WorkloadPlan) -> dict[str, Any]:
         "collective_protocol": spec.collectives.protocol,
         "nccl_tests": table_records(spec.collectives.nccl_tests),
         "max_comm_in_flight_per_rank": spec.collectives.max_in_flight_per_rank,
+        "link_model": spec.network.link_model,
+        "step_down_efficiency": spec.network.step_down_efficiency,
         "model": spec.model.model_dump(mode="json"),
         "parallelism": spec.parallelism.model_dump(mode="json"),
         "layers_per_stage": list(partition.layers_per_stage),
@@ -278,6 +287,7 @@ def manifest(plan: WorkloadPlan) -> dict[str, Any]:
         "layers_per_virtual_stage": list(partition.layers_per_virtual_stage),
         "micro_batches_per_replica": list(partition.micro_batches_per_replica),
         "idle_ranks": list(layout.idle_ranks),
+        "scope": spec.scope.model_dump(mode="json") if spec.scope else None,
         "workload_prefix": rundir.WORKLOAD_PREFIX,
         "comm_groups": groups,
         "ranks": ranks,

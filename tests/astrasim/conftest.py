@@ -12,14 +12,24 @@ from pathlib import Path
 
 OUTPUTS = Path(__file__).parent.parent / "data" / "astrasim_outputs"
 
-SYSTEM = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
-          "preferred-dataset-splits": 4, "collective-optimization": "localBWAware", "local-mem-bw": 1600,
-          "boost-mode": 0, "roofline-enabled": 0, "peak-perf": 900}
+SYSTEM = {
+    "scheduling-policy": "LIFO",
+    "endpoint-delay": 10,
+    "active-chunks-per-dimension": 1,
+    "preferred-dataset-splits": 4,
+    "collective-optimization": "localBWAware",
+    "local-mem-bw": 1600,
+    "boost-mode": 0,
+    "roofline-enabled": 0,
+    "peak-perf": 900,
+}
 
 
 def system(num_dims: int) -> dict:
-    implementations = {f"{op}-implementation": ["ring"] * num_dims
-                       for op in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")}
+    implementations = {
+        f"{op}-implementation": ["ring"] * num_dims
+        for op in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+    }
     return {**SYSTEM, **implementations}
 
 
@@ -27,14 +37,26 @@ def write_run_dir(root: Path, num_ranks: int, logical_dims: tuple[int, ...] | No
     """A run directory with `num_ranks` ranks (two GPU types, two stages) and every input file present."""
     logical_dims = logical_dims or (num_ranks,)
     half = num_ranks // 2
-    ranks = [{"rank": r, "node": r // 4, "node_group": "h100" if r < half else "a100",
-              "gpu": "h100-sxm" if r < half else "a100-80", "local_gpu": r % 4, "stage": 0 if r < half else 1,
-              "replica": r % 2, "tp_index": 0, "layers": [0, 1], "num_micro_batches": 1}
-             for r in range(num_ranks)]
+    ranks = [
+        {
+            "rank": r,
+            "node": r // 4,
+            "node_group": "h100" if r < half else "a100",
+            "gpu": "h100-sxm" if r < half else "a100-80",
+            "local_gpu": r % 4,
+            "stage": 0 if r < half else 1,
+            "replica": r % 2,
+            "tp_index": 0,
+            "layers": [0, 1],
+            "num_micro_batches": 1,
+        }
+        for r in range(num_ranks)
+    ]
     network = f"topology: [ Ring ]\nnpus_count: [ {num_ranks} ]\nbandwidth: [ 50 ]\nlatency: [ 500 ]\n"
     files = {
-        "manifest.json": json.dumps({"format": "astra-hetero/manifest@1", "name": "t", "num_ranks": num_ranks,
-                                     "ranks": ranks}),
+        "manifest.json": json.dumps(
+            {"format": "astra-hetero/manifest@1", "name": "t", "num_ranks": num_ranks, "ranks": ranks}
+        ),
         "workload/comm_groups.json": json.dumps({"1": list(range(num_ranks))}),
         "analytical/network.yml": network,
         "analytical/network_1d.yml": network,
@@ -68,14 +90,27 @@ sys.exit({exit_status!r})
 """
 
 
-def write_fake_binary(bin_dir: Path, name: str, output: Path | None = None, exit_status: int = 0,
-                      stderr: str = "", sleep_s: float = 0) -> Path:
+def write_fake_binary(
+    bin_dir: Path,
+    name: str,
+    output: Path | None = None,
+    exit_status: int = 0,
+    stderr: str = "",
+    sleep_s: float = 0,
+) -> Path:
     """An executable `bin_dir/name`; its calls are appended as JSON lines to `bin_dir/name.calls`."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     path = bin_dir / name
-    path.write_text(FAKE_BINARY.format(python=sys.executable, calls=str(bin_dir / f"{name}.calls"),
-                                       output=str(output) if output else "", stderr=stderr,
-                                       sleep_s=sleep_s, exit_status=exit_status))
+    path.write_text(
+        FAKE_BINARY.format(
+            python=sys.executable,
+            calls=str(bin_dir / f"{name}.calls"),
+            output=str(output) if output else "",
+            stderr=stderr,
+            sleep_s=sleep_s,
+            exit_status=exit_status,
+        )
+    )
     path.chmod(0o755)
     return path
 
@@ -85,9 +120,11 @@ def calls_of(binary: Path) -> list[dict]:
     return [json.loads(line) for line in calls.read_text().splitlines()] if calls.exists() else []
 
 
-BINARIES = {"analytical": "AstraSim_Analytical_Congestion_Aware",
-            "analytical-unaware": "AstraSim_Analytical_Congestion_Unaware",
-            "ns3": "ns3.42-AstraSimNetwork-default"}
+BINARIES = {
+    "analytical": "AstraSim_Analytical_Congestion_Aware",
+    "analytical-unaware": "AstraSim_Analytical_Congestion_Unaware",
+    "ns3": "ns3.42-AstraSimNetwork-default",
+}
 
 # Reads what the real binary would: every file named on its command line, one trace per rank, and for
 # ns-3 the input files its config names relative to the working directory; then prints a `finished`

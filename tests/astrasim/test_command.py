@@ -18,9 +18,11 @@ def arguments(argv) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     ("backend", "network", "system", "cwd"),
-    [("analytical", "analytical/network_1d.yml", "analytical/system_1d.json", "logs"),
-     ("analytical-unaware", "analytical/network.yml", "analytical/system.json", "logs"),
-     ("ns3", "ns3/config.txt", "analytical/system.json", "")],
+    [
+        ("analytical", "analytical/network_1d.yml", "analytical/system_1d.json", "logs"),
+        ("analytical-unaware", "analytical/network.yml", "analytical/system.json", "logs"),
+        ("ns3", "ns3/config.txt", "analytical/system.json", ""),
+    ],
 )
 @pytest.mark.parametrize("root", [None, PurePosixPath("/astra-hetero/run")])
 def test_each_backend_gets_its_own_files(tmp_path, backend, network, system, cwd, root):
@@ -62,8 +64,9 @@ def test_no_comm_groups_uses_the_documented_literal_empty(tmp_path):
     assert arguments(command.argv)["comm-group-configuration"] == "empty"
 
 
-@pytest.mark.parametrize("missing", ["analytical/network_1d.yml", "analytical/remote_memory.json",
-                                     "workload/comm_groups.json"])
+@pytest.mark.parametrize(
+    "missing", ["analytical/network_1d.yml", "analytical/remote_memory.json", "workload/comm_groups.json"]
+)
 def test_a_missing_input_file_is_named(tmp_path, missing):
     run_dir = write_run_dir(tmp_path / "run", 4)
     (run_dir / missing).unlink()

@@ -50,13 +50,20 @@ class FakeContainer:
 class FakeClient:
     """The part of docker.DockerClient the backend uses; records what it was asked to create."""
 
-    def __init__(self, output: Path | None = None, exit_status: int = 0, hang: bool = False,
-                 start_error: str | None = None, images: dict[str, list[str]] | None = None) -> None:
+    def __init__(
+        self,
+        output: Path | None = None,
+        exit_status: int = 0,
+        hang: bool = False,
+        start_error: str | None = None,
+        images: dict[str, list[str]] | None = None,
+    ) -> None:
         self.created: list[dict] = []
         self.container = FakeContainer(output.read_bytes() if output else b"", exit_status, hang, start_error)
         self.images = self
-        self._images = {IMAGE: ["PATH=/usr/bin", "ASTRA_SIM_BIN_DIR=/opt/astra-sim/bin"]} if images is None \
-            else images
+        self._images = (
+            {IMAGE: ["PATH=/usr/bin", "ASTRA_SIM_BIN_DIR=/opt/astra-sim/bin"]} if images is None else images
+        )
         self.containers = self
 
     def ping(self):
@@ -81,7 +88,8 @@ def run(tmp_path, backend="analytical-unaware", num_ranks=4, **client_options):
 
 def test_container_sees_only_the_run_directory_runs_as_the_caller_and_is_removed(tmp_path):
     result, client, run_dir = run(
-        tmp_path, output=OUTPUTS / "analytical_unaware_compute_plus_allreduce4_stdout.txt")
+        tmp_path, output=OUTPUTS / "analytical_unaware_compute_plus_allreduce4_stdout.txt"
+    )
     (created,) = client.created
     assert created["image"] == IMAGE
     assert created["volumes"] == {str(run_dir.resolve()): {"bind": "/astra-hetero/run", "mode": "rw"}}
@@ -111,8 +119,13 @@ def test_ns3_in_docker_runs_in_the_mounted_run_directory(tmp_path):
 
 
 def test_without_bin_dir_in_the_image_the_bare_name_is_used(tmp_path):
-    _, client, _ = run(tmp_path, backend="analytical", num_ranks=8, images={IMAGE: ["PATH=/usr/bin"]},
-                       output=OUTPUTS / "analytical_aware_allreduce8_stdout.txt")
+    _, client, _ = run(
+        tmp_path,
+        backend="analytical",
+        num_ranks=8,
+        images={IMAGE: ["PATH=/usr/bin"]},
+        output=OUTPUTS / "analytical_aware_allreduce8_stdout.txt",
+    )
     assert client.created[0]["entrypoint"] == ["AstraSim_Analytical_Congestion_Aware"]
 
 

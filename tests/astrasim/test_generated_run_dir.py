@@ -50,8 +50,11 @@ def test_execute_writes_result_only_on_success_and_keeps_the_log(tmp_path, bin_d
     assert (run_dir / "trace.json").is_file()
 
     before = {p.name: p.read_bytes() for p in (run_dir / "result.json", run_dir / "trace.json")}
-    silent = write_fake_binary(tmp_path / "silent", BINARIES["analytical-unaware"],
-                               OUTPUTS / "FAIL_missing_comm_size_exit0_no_finish_stdout.txt")
+    silent = write_fake_binary(
+        tmp_path / "silent",
+        BINARIES["analytical-unaware"],
+        OUTPUTS / "FAIL_missing_comm_size_exit0_no_finish_stdout.txt",
+    )
     with pytest.raises(BackendFailed, match="exited 0 but 0 of 16 ranks") as failed:
         execute(run_dir, "analytical-unaware", binary=str(silent))
     # The failed rerun leaves the previous result of these inputs as it was, and keeps its own log.

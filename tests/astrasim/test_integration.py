@@ -19,8 +19,12 @@ IDEAL = {"model": "ideal"}
 
 # 8 GPUs (one H100 node, one A100 node), TP2·PP2·DP2: small enough for ns-3 in a test.
 SMALL_SPEC = make_spec_data(
-    cluster={"node_groups": [node_group("h100", "h100-sxm"), node_group("a100", "a100-80", fabric="nvlink3",
-                                                                        nic=200)]},
+    cluster={
+        "node_groups": [
+            node_group("h100", "h100-sxm"),
+            node_group("a100", "a100-80", fabric="nvlink3", nic=200),
+        ]
+    },
     network={"topology": "single_switch"},
     parallelism={"tp": 2, "pp": 2, "dp": 2, "micro_batch_size": 1, "global_batch_size": 4},
     collectives=IDEAL,
@@ -28,8 +32,10 @@ SMALL_SPEC = make_spec_data(
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(not os.environ.get("ASTRA_SIM_BIN_DIR"),
-                       reason="set ASTRA_SIM_BIN_DIR to a directory holding ASTRA-sim binaries"),
+    pytest.mark.skipif(
+        not os.environ.get("ASTRA_SIM_BIN_DIR"),
+        reason="set ASTRA_SIM_BIN_DIR to a directory holding ASTRA-sim binaries",
+    ),
 ]
 
 
@@ -59,8 +65,10 @@ def test_real_binary_result_is_written_and_comparable_with_embedded(tmp_path, ba
     assert [r.rank for r in result.ranks] == list(range(8))
     assert all(r.finish_us > 0 for r in result.ranks)
     assert result.iteration_time_us == pytest.approx(max(r.finish_us for r in result.ranks))
-    print(f"\n{backend:>20}: {result.iteration_time_us:12.1f} us   embedded: {embedded_us:12.1f} us   "
-          f"ratio {result.iteration_time_us / embedded_us:.3f}   warnings: {list(result.warnings)}")
+    print(
+        f"\n{backend:>20}: {result.iteration_time_us:12.1f} us   embedded: {embedded_us:12.1f} us   "
+        f"ratio {result.iteration_time_us / embedded_us:.3f}   warnings: {list(result.warnings)}"
+    )
 
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -74,11 +82,14 @@ DP_SPEC = {
 }
 
 
-@pytest.mark.parametrize(("case", "tolerance"), [
-    ("gpt3_13b_16xh100", 0.02),  # homogeneous: the embedded engine's target
-    ("pp2-dp2-one-comm-op", 0.02),  # homogeneous, data parallel, ASTRA-sim's issue rule
-    ("llama65b_mixed_32gpu", 0.05),  # mixed: the analytical network takes each dimension's bottleneck
-])
+@pytest.mark.parametrize(
+    ("case", "tolerance"),
+    [
+        ("gpt3_13b_16xh100", 0.02),  # homogeneous: the embedded engine's target
+        ("pp2-dp2-one-comm-op", 0.02),  # homogeneous, data parallel, ASTRA-sim's issue rule
+        ("llama65b_mixed_32gpu", 0.05),  # mixed: the analytical network takes each dimension's bottleneck
+    ],
+)
 def test_embedded_matches_analytical_unaware_on_the_same_run_directory(tmp_path, case, tolerance):
     import shutil
 
@@ -95,6 +106,8 @@ def test_embedded_matches_analytical_unaware_on_the_same_run_directory(tmp_path,
     embedded = execute(ours, "embedded", timeline="none").iteration_time_us
     analytical = execute(theirs, "analytical-unaware", timeout_s=1800).iteration_time_us
     difference = analytical / embedded - 1
-    print(f"\n{case}: embedded {embedded:.1f} us, analytical-unaware {analytical:.1f} us, "
-          f"difference {difference:+.2%}")
+    print(
+        f"\n{case}: embedded {embedded:.1f} us, analytical-unaware {analytical:.1f} us, "
+        f"difference {difference:+.2%}"
+    )
     assert abs(difference) <= tolerance

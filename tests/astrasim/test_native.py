@@ -18,8 +18,9 @@ NS3 = "ns3.42-AstraSimNetwork-default"
 
 def test_analytical_run_gives_a_result_labelled_from_the_manifest(tmp_path):
     run_dir = write_run_dir(tmp_path / "run", 4)
-    binary = write_fake_binary(tmp_path / "bin", UNAWARE,
-                               OUTPUTS / "analytical_unaware_compute_plus_allreduce4_stdout.txt")
+    binary = write_fake_binary(
+        tmp_path / "bin", UNAWARE, OUTPUTS / "analytical_unaware_compute_plus_allreduce4_stdout.txt"
+    )
     result = create_backend("analytical-unaware", bin_dir=str(binary.parent)).run(run_dir).result
 
     assert result.backend == "analytical-unaware"
@@ -50,8 +51,13 @@ def test_ns3_runs_in_the_run_directory_and_idle_is_time_after_a_rank_finished(tm
 
 def test_stderr_is_kept_in_the_log_and_shown_in_the_error(tmp_path):
     run_dir = write_run_dir(tmp_path / "run", 4)
-    binary = write_fake_binary(tmp_path / "bin", AWARE, OUTPUTS / "FAIL_no_global_metadata_abort_stdout.txt",
-                               exit_status=3, stderr="fatal: something on stderr\n")
+    binary = write_fake_binary(
+        tmp_path / "bin",
+        AWARE,
+        OUTPUTS / "FAIL_no_global_metadata_abort_stdout.txt",
+        exit_status=3,
+        stderr="fatal: something on stderr\n",
+    )
     with pytest.raises(BackendFailed, match="exited with status 3") as info:
         create_backend("analytical", bin_dir=str(binary.parent)).run(run_dir)
     assert "fatal: something on stderr" in info.value.log_tail
@@ -61,8 +67,9 @@ def test_stderr_is_kept_in_the_log_and_shown_in_the_error(tmp_path):
 
 def test_abort_after_every_rank_finished_is_a_result_with_the_status_as_a_warning(tmp_path):
     run_dir = write_run_dir(tmp_path / "run", 8)
-    binary = write_fake_binary(tmp_path / "bin", AWARE, OUTPUTS / "analytical_aware_allreduce8_stdout.txt",
-                               exit_status=134)
+    binary = write_fake_binary(
+        tmp_path / "bin", AWARE, OUTPUTS / "analytical_aware_allreduce8_stdout.txt", exit_status=134
+    )
     result = create_backend("analytical", bin_dir=str(binary.parent)).run(run_dir).result
     assert result.exit_status == 134
     assert result.iteration_time_us == pytest.approx(57.426)
@@ -71,8 +78,9 @@ def test_abort_after_every_rank_finished_is_a_result_with_the_status_as_a_warnin
 
 def test_timeout_kills_the_process_group_keeps_the_log_and_gives_no_result(tmp_path):
     run_dir = write_run_dir(tmp_path / "run", 16)
-    binary = write_fake_binary(tmp_path / "bin", NS3, OUTPUTS / "FAIL_unknown_pg_name_abort_stdout.txt",
-                               sleep_s=120)
+    binary = write_fake_binary(
+        tmp_path / "bin", NS3, OUTPUTS / "FAIL_unknown_pg_name_abort_stdout.txt", sleep_s=120
+    )
     with pytest.raises(BackendFailed, match="timed out after") as info:
         create_backend("ns3", bin_dir=str(binary.parent), timeout_s=0.5).run(run_dir)
     assert "communicator group 1 not found" in info.value.log_tail
@@ -121,11 +129,14 @@ def test_a_non_positive_timeout_is_rejected():
 
 def test_the_run_directorys_approximation_note_for_the_network_file_run_becomes_a_warning(tmp_path):
     run_dir = write_run_dir(tmp_path / "run", 4)
-    notes = {"analytical/network.yml": "ASTRA-sim simplified this cluster: two-D note.",
-             "analytical/network_1d.yml": "ASTRA-sim simplified this cluster: one-D note."}
+    notes = {
+        "analytical/network.yml": "ASTRA-sim simplified this cluster: two-D note.",
+        "analytical/network_1d.yml": "ASTRA-sim simplified this cluster: one-D note.",
+    }
     (run_dir / "analytical/approximations.json").write_text(json.dumps(notes))
-    binary = write_fake_binary(tmp_path / "bin", UNAWARE,
-                               OUTPUTS / "analytical_unaware_compute_plus_allreduce4_stdout.txt")
+    binary = write_fake_binary(
+        tmp_path / "bin", UNAWARE, OUTPUTS / "analytical_unaware_compute_plus_allreduce4_stdout.txt"
+    )
     result = create_backend("analytical-unaware", bin_dir=str(binary.parent)).run(run_dir).result
     assert result.warnings == ("approximation: ASTRA-sim simplified this cluster: two-D note.",)
     assert result.approximations == result.warnings

@@ -22,10 +22,20 @@ def read(name: str) -> str:
         ("analytical_aware_allreduce8_stdout.txt", 8, [57426] * 8, [57426] * 8, [0] * 8),
         ("analytical_unaware_compute_plus_allreduce4_stdout.txt", 4, [53000] * 4, [43000] * 4, [10000] * 4),
         ("ns3_allgather16_stdout.txt", 16, [1850320] * 16, [1850320] * 16, [0] * 16),
-        ("ns3_hetero_one100G_link_dcqcn_stdout.txt", 4, [391248, 382986, 322851, 363811],
-         [391248, 382986, 322851, 363811], [0] * 4),
-        ("stg_gpt3_16npu_analytical_unaware_stdout.txt", 16, [12029010] * 8 + [7271046] * 8,
-         [7605677] * 8 + [2845617] * 8, [4423333] * 8 + [4425429] * 8),
+        (
+            "ns3_hetero_one100G_link_dcqcn_stdout.txt",
+            4,
+            [391248, 382986, 322851, 363811],
+            [391248, 382986, 322851, 363811],
+            [0] * 4,
+        ),
+        (
+            "stg_gpt3_16npu_analytical_unaware_stdout.txt",
+            16,
+            [12029010] * 8 + [7271046] * 8,
+            [7605677] * 8 + [2845617] * 8,
+            [4423333] * 8 + [4425429] * 8,
+        ),
     ],
 )
 def test_real_successful_runs_give_every_rank_in_rank_order(name, num_ranks, finish, exposed, gpu):
@@ -37,9 +47,14 @@ def test_real_successful_runs_give_every_rank_in_rank_order(name, num_ranks, fin
     assert parsed.warnings == ()
 
 
-@pytest.mark.parametrize("name", ["analytical_unaware_compute_plus_allreduce4_stdout.txt",
-                                  "stg_gpt3_16npu_analytical_unaware_stdout.txt",
-                                  "ns3_hetero_one100G_link_dcqcn_stdout.txt"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "analytical_unaware_compute_plus_allreduce4_stdout.txt",
+        "stg_gpt3_16npu_analytical_unaware_stdout.txt",
+        "ns3_hetero_one100G_link_dcqcn_stdout.txt",
+    ],
+)
 def test_astrasim_counts_everything_but_compute_as_exposed_communication(name):
     # Pins our reading of ASTRA-sim's figures: finish = wall = GPU time + exposed communication.
     num_ranks = read(name).count(" finished, ")
@@ -55,8 +70,10 @@ def test_exit_0_without_finish_lines_is_an_error_not_a_result():
 
 @pytest.mark.parametrize(
     ("name", "exit_status", "says"),
-    [("FAIL_no_global_metadata_abort_stdout.txt", -6, "killed by SIGABRT"),
-     ("FAIL_unknown_pg_name_abort_stdout.txt", 1, "exited with status 1")],
+    [
+        ("FAIL_no_global_metadata_abort_stdout.txt", -6, "killed by SIGABRT"),
+        ("FAIL_unknown_pg_name_abort_stdout.txt", 1, "exited with status 1"),
+    ],
 )
 def test_crash_before_any_rank_finished_is_an_error_with_the_log_tail(name, exit_status, says):
     with pytest.raises(BackendFailed, match=says) as info:

@@ -10,8 +10,9 @@ from astra_hetero import chakra_io
 from astra_hetero.chakra_io import pb
 
 
-def _node(node_id: int, name: str, kind: int, deps: tuple[int, ...], attrs: dict[str, Any],
-          duration_us: int = 0) -> pb.Node:
+def _node(
+    node_id: int, name: str, kind: int, deps: tuple[int, ...], attrs: dict[str, Any], duration_us: int = 0
+) -> pb.Node:
     node = pb.Node(id=node_id, name=name, type=kind, duration_micros=duration_us)
     node.data_deps.extend(deps)
     for key, value in {**attrs, "is_cpu_op": False}.items():
@@ -28,8 +29,9 @@ def comp(node_id: int, duration_us: int, deps: tuple[int, ...] = (), name: str =
     return _node(node_id, name or f"comp{node_id}", pb.COMP_NODE, deps, {}, duration_us)
 
 
-def coll(node_id: int, kind: str, size: int, pg: str = "", deps: tuple[int, ...] = (),
-         name: str = "") -> pb.Node:
+def coll(
+    node_id: int, kind: str, size: int, pg: str = "", deps: tuple[int, ...] = (), name: str = ""
+) -> pb.Node:
     attrs = {"comm_type": chakra_io.collective_type(kind), "comm_size": size}
     if pg:
         attrs["pg_name"] = pg
@@ -51,8 +53,13 @@ def single_switch(num_gpus: int, gbps: float = 400, delay: str = "0.0005ms") -> 
     return f"{num_gpus + 1} 1 {num_gpus}\n{num_gpus}\n" + "\n".join(links) + "\n"
 
 
-def machines(nic_gbps: list[float], gpus_per_machine: int, nvlink_gbps: float = 3600,
-             nvlink_delay: str = "0.00025ms", nic_delay: str = "0.0005ms") -> str:
+def machines(
+    nic_gbps: list[float],
+    gpus_per_machine: int,
+    nvlink_gbps: float = 3600,
+    nvlink_delay: str = "0.00025ms",
+    nic_delay: str = "0.0005ms",
+) -> str:
     """One NVSwitch per machine; each GPU has a NIC (a switch node, so that intra-machine traffic's
     shortest path is the NVSwitch) linked at the machine's rate to one top switch."""
     num_gpus, num_machines = len(nic_gbps) * gpus_per_machine, len(nic_gbps)
@@ -67,9 +74,14 @@ def machines(nic_gbps: list[float], gpus_per_machine: int, nvlink_gbps: float = 
     return f"{top + 1} {top + 1 - num_gpus} {len(links)}\n{switches}\n" + "\n".join(links) + "\n"
 
 
-def write_run_dir(root: Path, traces: dict[int, list[pb.Node]], topology: str,
-                  groups: dict[str, list[int]] | None = None, manifest: dict[str, Any] | None = None,
-                  prefix: str = "workload") -> Path:
+def write_run_dir(
+    root: Path,
+    traces: dict[int, list[pb.Node]],
+    topology: str,
+    groups: dict[str, list[int]] | None = None,
+    manifest: dict[str, Any] | None = None,
+    prefix: str = "workload",
+) -> Path:
     (root / "workload").mkdir(parents=True, exist_ok=True)
     (root / "ns3").mkdir(exist_ok=True)
     for rank, nodes in traces.items():

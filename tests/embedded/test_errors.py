@@ -10,8 +10,13 @@ from tests.embedded.rundirs import coll, comp, recv, send, single_switch, write_
 
 
 def _pair(tmp_path, traces, groups=None):
-    return write_run_dir(tmp_path, traces, single_switch(len(traces)), groups,
-                         manifest={"workload_prefix": "workload/workload"})
+    return write_run_dir(
+        tmp_path,
+        traces,
+        single_switch(len(traces)),
+        groups,
+        manifest={"workload_prefix": "workload/workload"},
+    )
 
 
 def test_missing_rank_file_is_named(tmp_path):
@@ -50,8 +55,10 @@ def test_dependency_on_unknown_node_is_named(tmp_path):
 
 def test_crossed_collectives_deadlock_and_the_report_lists_who_waits(tmp_path):
     groups = {"a": [0, 1], "b": [0, 1]}
-    traces = {0: [coll(0, "all_reduce", 64, "a", name="ar_a"), coll(1, "all_reduce", 64, "b", (0,), "ar_b")],
-              1: [coll(0, "all_reduce", 64, "b", name="ar_b"), coll(1, "all_reduce", 64, "a", (0,), "ar_a")]}
+    traces = {
+        0: [coll(0, "all_reduce", 64, "a", name="ar_a"), coll(1, "all_reduce", 64, "b", (0,), "ar_b")],
+        1: [coll(0, "all_reduce", 64, "b", name="ar_b"), coll(1, "all_reduce", 64, "a", (0,), "ar_a")],
+    }
     root = _pair(tmp_path, traces, groups)
     with pytest.raises(SimulationDeadlock) as caught:
         EmbeddedBackend().run(root)

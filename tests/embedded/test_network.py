@@ -53,8 +53,11 @@ def _is_max_min_fair(net: FlowNetwork, flows: list[Flow]) -> bool:
         if sum(w * f.rate for f, w in users.items()) > net.capacity[link] * (1 + 1e-9):
             return False
     for f in flows:  # every flow has a saturated link on which no flow is faster
-        if not any(sum(w * g.rate for g, w in net.users[link].items()) >= net.capacity[link] * (1 - 1e-9)
-                   and all(g.rate <= f.rate * (1 + 1e-9) for g in net.users[link]) for link, _ in f.links):
+        if not any(
+            sum(w * g.rate for g, w in net.users[link].items()) >= net.capacity[link] * (1 - 1e-9)
+            and all(g.rate <= f.rate * (1 + 1e-9) for g in net.users[link])
+            for link, _ in f.links
+        ):
             return False
     return True
 

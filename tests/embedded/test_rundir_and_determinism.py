@@ -38,8 +38,11 @@ def _busy_run_dir(root: Path) -> Path:
     groups = {f"m{m}": [2 * m, 2 * m + 1] for m in range(4)} | {"x": [0, 2, 4, 6], "y": [1, 3, 5, 7]}
     traces = {}
     for r in range(8):
-        nodes = [comp(0, 5 + r), coll(1, "all_reduce", 3_000_000, f"m{r // 2}", (0,)),
-                 coll(2, "all_gather", 2_000_000, "x" if r % 2 == 0 else "y", (0,))]
+        nodes = [
+            comp(0, 5 + r),
+            coll(1, "all_reduce", 3_000_000, f"m{r // 2}", (0,)),
+            coll(2, "all_gather", 2_000_000, "x" if r % 2 == 0 else "y", (0,)),
+        ]
         peer = r ^ 2
         nodes += [send(3, r, peer, 1, 4_000_000, (1,)), recv(4, peer, r, 1, 4_000_000), comp(5, 7, (0, 4))]
         traces[r] = nodes
@@ -77,8 +80,10 @@ def test_bad_topology_line_names_the_line():
 def test_equal_cost_paths_through_twin_spines_become_one_bundle_of_their_summed_capacity():
     # two hosts under two leaves joined by two spines: each spine carries half of the flow, so the
     # two leaf->spine links act as one link of twice the rate
-    text = "6 4 6\n2 3 4 5\n0 2 100Gbps 0ms 0\n1 3 100Gbps 0ms 0\n2 4 100Gbps 0ms 0\n2 5 100Gbps 0ms 0\n" \
-           "3 4 100Gbps 0ms 0\n3 5 100Gbps 0ms 0\n"
+    text = (
+        "6 4 6\n2 3 4 5\n0 2 100Gbps 0ms 0\n1 3 100Gbps 0ms 0\n2 4 100Gbps 0ms 0\n2 5 100Gbps 0ms 0\n"
+        "3 4 100Gbps 0ms 0\n3 5 100Gbps 0ms 0\n"
+    )
     router = Router(parse_topology(text))
     route = router.route(0, 1)
     assert [share for _, share in route.links] == [1.0] * 4

@@ -26,8 +26,11 @@ def test_unpacked_dependency_lists_read_like_packed_ones(tmp_path):
     data_dep_0, ctrl_dep_0 = b"\x28\x00", b"\x20\x00"  # field 5 / field 4, wire type 0 (varint), value 0
     unpacked = comp(1, 2, name="sé").SerializeToString() + data_dep_0 + ctrl_dep_0
     path = tmp_path / "t.0.et"
-    records = [chakra_io.metadata_record(), chakra_io.frame(comp(0, 1)),
-               _VarintBytes(len(unpacked)) + unpacked]
+    records = [
+        chakra_io.metadata_record(),
+        chakra_io.frame(comp(0, 1)),
+        _VarintBytes(len(unpacked)) + unpacked,
+    ]
     chakra_io.write_trace(path, records)
     trace = read_rank_trace(path, 1)
     assert trace.deps.tolist() == [0, 0] and trace.dep_ends.tolist() == [0, 2]

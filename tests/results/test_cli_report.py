@@ -16,8 +16,14 @@ def test_report_compares_two_runs(tmp_path, capsys) -> None:
     assert main(["report", str(tmp_path / "homo"), str(tmp_path / "mixed"), "-o", str(out_dir)]) == 0
     printed = capsys.readouterr().out
     assert "1.462x" in printed and "homo" in printed and "mixed" in printed
-    assert {"report.json", "report.md", "iteration.png", "stages.png", "ranks-homo.png",
-            "ranks-mixed.png"} <= {p.name for p in out_dir.iterdir()}
+    assert {
+        "report.json",
+        "report.md",
+        "iteration.png",
+        "stages.png",
+        "ranks-homo.png",
+        "ranks-mixed.png",
+    } <= {p.name for p in out_dir.iterdir()}
     report = json.loads((out_dir / "report.json").read_text())
     assert [run["label"] for run in report["runs"]] == ["homo", "mixed"]
     assert report["runs"][1]["iteration_time_us"] == 95.0

@@ -32,8 +32,11 @@ def test_spread_is_min_mean_max() -> None:
 
 
 def test_group_aggregates_match_the_ranks_they_cover() -> None:
-    ranks = (rank_result(0, "h100", 0, 10.0, 2.0, 40.0), rank_result(1, "h100", 0, 20.0, 4.0, 40.0),
-             rank_result(2, "a100", 1, 30.0, 6.0, 40.0))
+    ranks = (
+        rank_result(0, "h100", 0, 10.0, 2.0, 40.0),
+        rank_result(1, "h100", 0, 20.0, 4.0, 40.0),
+        rank_result(2, "a100", 1, 30.0, 6.0, 40.0),
+    )
     result = RunResult(backend="test", iteration_time_us=40.0, ranks=ranks)
     stage0, stage1 = group_ranks(result, "stage")
     assert (stage0.label, stage0.num_ranks, stage0.gpus) == ("stage 0", 2, ("h100",))
@@ -114,9 +117,18 @@ def test_markdown_tables_carry_the_same_numbers() -> None:
     assert data["runs"][1]["idle_share_by_gpu"] == {"a100-80": 0.0, "h100-sxm": 1.0}
 
 
-@pytest.mark.parametrize(("value", "text"), [(0.0, "0"), (612.34, "612.3"), (61.234, "61.23"),
-                                             (6.1234, "6.123"), (0.61234, "0.6123"), (0.0061234, "0.0061"),
-                                             (-2.5, "-2.500")])
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (0.0, "0"),
+        (612.34, "612.3"),
+        (61.234, "61.23"),
+        (6.1234, "6.123"),
+        (0.61234, "0.6123"),
+        (0.0061234, "0.0061"),
+        (-2.5, "-2.500"),
+    ],
+)
 def test_numbers_show_four_significant_digits(value: float, text: str) -> None:
     assert format_number(value) == text
 

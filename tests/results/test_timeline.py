@@ -37,7 +37,8 @@ def test_file_is_json_with_one_named_track_per_rank_sorted_by_rank(tmp_path) -> 
     assert [e["pid"] for e in names] == sorted(r.rank for r in result.ranks)
     assert names[2]["args"]["name"] == "rank 2 · a100-80 · stage 1 · replica 0"
     assert {e["pid"]: e["args"]["sort_index"] for e in metadata(trace, "process_sort_index")} == {
-        r.rank: r.rank for r in result.ranks}
+        r.rank: r.rank for r in result.ranks
+    }
     assert [p.name for p in tmp_path.iterdir()] == ["trace.json"]
 
 

@@ -76,7 +76,9 @@ BAD_SPECS = {
     ),
     "negative count": (with_group(0, count=-2), "cluster.node_groups[0].count", "greater than or equal to 1"),
     "zero gpus": (
-        with_group(0, gpus_per_node=0), "cluster.node_groups[0].gpus_per_node", "greater than or equal to 1"
+        with_group(0, gpus_per_node=0),
+        "cluster.node_groups[0].gpus_per_node",
+        "greater than or equal to 1",
     ),
     "unknown key": (with_parallelism(pipeline_parallel=4), "parallelism.pipeline_parallel", "unknown field"),
     "tp does not divide heads": (

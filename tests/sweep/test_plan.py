@@ -12,10 +12,16 @@ from tests.conftest import make_spec_data
 
 
 def test_grid_is_the_full_product_in_file_order(tmp_path):
-    sweep = plan_sweep({"base": make_spec_data(), "grid": {
-        "cluster.node_groups[1].nic.gbps": [100, 200, 400],
-        "partition.layers": ["uniform", "auto"],
-    }}, tmp_path)
+    sweep = plan_sweep(
+        {
+            "base": make_spec_data(),
+            "grid": {
+                "cluster.node_groups[1].nic.gbps": [100, 200, 400],
+                "partition.layers": ["uniform", "auto"],
+            },
+        },
+        tmp_path,
+    )
     assert len(sweep.points) == 6
     assert sweep.override_keys == ("cluster.node_groups[1].nic.gbps", "partition.layers")
     speeds = [p.overrides["cluster.node_groups[1].nic.gbps"] for p in sweep.points]
@@ -32,8 +38,13 @@ def test_grid_is_the_full_product_in_file_order(tmp_path):
 def test_paths_reach_fields_the_base_wrote_as_shorthand(tmp_path):
     base = make_spec_data()
     assert base["cluster"]["node_groups"][1]["nic"] == 200  # a bare number in the base spec
-    (point,) = plan_sweep({"base": base, "variants": [
-        {"name": "slow", "set": {"cluster.node_groups[1].gpu.compute_multiplier": 0.5}}]}, tmp_path).points
+    (point,) = plan_sweep(
+        {
+            "base": base,
+            "variants": [{"name": "slow", "set": {"cluster.node_groups[1].gpu.compute_multiplier": 0.5}}],
+        },
+        tmp_path,
+    ).points
     assert point.name == "000-slow"
     assert parse_spec(point.spec_data).cluster.node_groups[1].gpu.compute_multiplier == 0.5
 
@@ -41,19 +52,28 @@ def test_paths_reach_fields_the_base_wrote_as_shorthand(tmp_path):
 def test_base_spec_file_is_read_relative_to_the_sweep_file(tmp_path):
     (tmp_path / "specs").mkdir()
     (tmp_path / "specs/base.yaml").write_text(yaml.safe_dump(make_spec_data()))
-    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(
-        {"base": "specs/base.yaml", "backend": "analytical", "timeout_s": 60,
-         "grid": {"parallelism.dp": [4]}}))
+    (tmp_path / "sweep.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "base": "specs/base.yaml",
+                "backend": "analytical",
+                "timeout_s": 60,
+                "grid": {"parallelism.dp": [4]},
+            }
+        )
+    )
     sweep = load_sweep(tmp_path / "sweep.yaml")
     assert (sweep.backend, sweep.timeout_s, len(sweep.points)) == ("analytical", 60, 1)
 
 
 @pytest.mark.parametrize(
     ("key", "says"),
-    [("cluster.node_groups[5].nic.gbps", "cluster.node_groups has no item [5]"),
-     ("cluster.node_groups[1].nic.gbbs", "cluster.node_groups[1].nic has no field 'gbbs'; fields: gbps"),
-     ("parallelism..tp", "cannot read path segment ''"),
-     ("[1].x", "cannot read path segment '[1]'")],
+    [
+        ("cluster.node_groups[5].nic.gbps", "cluster.node_groups has no item [5]"),
+        ("cluster.node_groups[1].nic.gbbs", "cluster.node_groups[1].nic has no field 'gbbs'; fields: gbps"),
+        ("parallelism..tp", "cannot read path segment ''"),
+        ("[1].x", "cannot read path segment '[1]'"),
+    ],
 )
 def test_a_path_that_does_not_exist_is_a_sweep_file_error(tmp_path, key, says):
     with pytest.raises(SpecError, match="grid") as info:
@@ -63,10 +83,12 @@ def test_a_path_that_does_not_exist_is_a_sweep_file_error(tmp_path, key, says):
 
 @pytest.mark.parametrize(
     ("data", "says"),
-    [({"grid": {"a.b": [1]}, "variants": []}, "exactly one of"),
-     ({}, "exactly one of"),
-     ({"grid": {"parallelism.tp": []}}, "at least one value"),
-     ({"grid": {"parallelism.tp": [1]}, "extra": 1}, "unknown field")],
+    [
+        ({"grid": {"a.b": [1]}, "variants": []}, "exactly one of"),
+        ({}, "exactly one of"),
+        ({"grid": {"parallelism.tp": []}}, "at least one value"),
+        ({"grid": {"parallelism.tp": [1]}, "extra": 1}, "unknown field"),
+    ],
 )
 def test_malformed_sweep_files_are_rejected(tmp_path, data, says):
     with pytest.raises(SpecError, match=says):
@@ -82,8 +104,10 @@ def test_set_path_replaces_nested_items_and_parse_path_splits_indices():
 
 def test_a_bad_base_spec_is_named(tmp_path):
     with pytest.raises(SpecError, match="parallelism"):
-        plan_sweep({"base": make_spec_data(parallelism={"tp": 3, "global_batch_size": 4}),
-                    "grid": {"name": ["x"]}}, tmp_path)
+        plan_sweep(
+            {"base": make_spec_data(parallelism={"tp": 3, "global_batch_size": 4}), "grid": {"name": ["x"]}},
+            tmp_path,
+        )
 
 
 def test_a_billion_laughs_value_in_a_variant_is_refused_while_reading(tmp_path):
@@ -99,8 +123,11 @@ def test_a_billion_laughs_value_in_a_variant_is_refused_while_reading(tmp_path):
 
 
 def test_a_grid_with_too_many_points_is_refused_before_it_is_expanded(tmp_path):
-    grid = {"parallelism.dp_bucket_mib": list(range(1, 101)), "network.link_latency_ns": list(range(100)),
-            "network.oversubscription": list(range(1, 101))}
+    grid = {
+        "parallelism.dp_bucket_mib": list(range(1, 101)),
+        "network.link_latency_ns": list(range(100)),
+        "network.oversubscription": list(range(1, 101)),
+    }
     with pytest.raises(SpecError, match="1,000,000 points") as caught:
         plan_sweep({"base": make_spec_data(), "grid": grid}, tmp_path)
     assert caught.value.field == "grid" and "--max-points" in str(caught.value)

@@ -58,8 +58,17 @@ def test_local_sweep_runs_every_point_and_writes_one_row_each(tmp_path, options,
 def test_cli_prints_a_table_and_exits_1_when_a_point_failed(tmp_path, options, capsys):
     sweep_data = {"base": make_spec_data(), "name": "tp", "grid": GRID}
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep_data))
-    argv = ["sweep", str(tmp_path / "sweep.yaml"), "-o", str(tmp_path / "out"), "--quiet",
-            "--backend", BACKEND, "--bin-dir", options["bin_dir"]]
+    argv = [
+        "sweep",
+        str(tmp_path / "sweep.yaml"),
+        "-o",
+        str(tmp_path / "out"),
+        "--quiet",
+        "--backend",
+        BACKEND,
+        "--bin-dir",
+        options["bin_dir"],
+    ]
     assert main(argv) == 1
     printed = capsys.readouterr().out
     assert f"tp: 2 points, backend {BACKEND}" in printed
@@ -72,8 +81,9 @@ def test_ray_sweep_on_a_local_ray_instance(tmp_path, options):
     context = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         sweep = plan_sweep({"base": make_spec_data(), "grid": GRID}, tmp_path)
-        outcomes = run_sweep(sweep, tmp_path / "out", BACKEND, options,
-                             ray_address=context.address_info["address"])
+        outcomes = run_sweep(
+            sweep, tmp_path / "out", BACKEND, options, ray_address=context.address_info["address"]
+        )
     finally:
         ray.shutdown()
     check_outcomes(tmp_path / "out", outcomes)
@@ -109,8 +119,17 @@ def test_cli_prints_each_points_approximation_once_whole(tmp_path, options, caps
     grid = {"cluster.node_groups[1].nic.gbps": [100, 200]}
     sweep_data = {"base": make_spec_data(), "name": "nic", "grid": grid}
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep_data))
-    argv = ["sweep", str(tmp_path / "sweep.yaml"), "-o", str(tmp_path / "out"), "--quiet",
-            "--backend", BACKEND, "--bin-dir", options["bin_dir"]]
+    argv = [
+        "sweep",
+        str(tmp_path / "sweep.yaml"),
+        "-o",
+        str(tmp_path / "out"),
+        "--quiet",
+        "--backend",
+        BACKEND,
+        "--bin-dir",
+        options["bin_dir"],
+    ]
     assert main(argv) == 0
     printed = capsys.readouterr().out.splitlines()
     lines = [line for line in printed if line.startswith("approximation: ")]

@@ -1,30 +1,66 @@
-"""The embedded backend: simulate a run directory in-process and return a `RunOutput`."""
+"""The embedded backend: simulate a run directory in-process and return a `RunOutput`.
+
+By default ranks that the run directory shows to be interchangeable are folded (see `folding`): one
+representative per class is simulated and its times are every class member's. `fold=False`
+simulates rank by rank — the reference the folded simulation is tested against.
+"""
 
 from __future__ import annotations
 
 import gc
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from astra_hetero.backends.embedded.engine import Engine, EngineOutcome
-from astra_hetero.backends.embedded.rundir_reader import SimInput, read_run_dir
+from astra_hetero.backends.embedded.commmodel import PlainComm
+from astra_hetero.backends.embedded.engine import Engine
+from astra_hetero.backends.embedded.folding import Folding, fold
+from astra_hetero.backends.embedded.plans import CommPlanner, comm_planner
+from astra_hetero.backends.embedded.records import Comm, EngineOutcome
+from astra_hetero.backends.embedded.routing import Router
+from astra_hetero.backends.embedded.rundir_reader import SimInput, read_run_dir, read_traces
 from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_COMP, KIND_SEND
-from astra_hetero.results.model import CollectiveStat, RankResult, RunOutput, RunResult, Span, optional_int
+from astra_hetero.backends.embedded.workload import flatten
+from astra_hetero.results.model import (
+    CollectiveStat,
+    RankResult,
+    RunOutput,
+    RunResult,
+    SharedSpans,
+    optional_int,
+)
+
+if TYPE_CHECKING:
+    from astra_hetero.backends.embedded.nccl_plans import NcclCommPlanner
 
 _SPAN_KINDS = {KIND_COMP: "compute", KIND_COLL: "comm", KIND_SEND: "send"}
 
 
+@dataclass(frozen=True)
+class _Simulated:
+    """Which simulated rank stands for each rank, and how many ranks each simulated rank stands for."""
+
+    row_of: list[int]
+    class_sizes: list[int]
+    folding: Folding | None
+    planner: CommPlanner | NcclCommPlanner  # the plans' source, for the NCCL choices in `meta`
+
+
 class EmbeddedBackend:
-    """Options: `timeline` (default True) returns one span per node for trace.json; `workers` sets the
-    processes that decode traces (default: up to 2). Options meant for other backends (binary,
-    timeout_s, ...) are accepted and ignored so that callers can pass one option set to any backend."""
+    """Options: `timeline` (default True) returns one span per node for trace.json; `fold` (default
+    True) simulates one rank per class of interchangeable ranks; `workers` sets the processes that
+    read traces (default: up to 2). Options meant for other backends (binary, timeout_s, ...) are
+    accepted and ignored so that callers can pass one option set to any backend."""
 
     name = "embedded"
 
-    def __init__(self, timeline: bool = True, workers: int | None = None, **_ignored: Any) -> None:
+    def __init__(
+        self, timeline: bool = True, workers: int | None = None, fold: bool = True, **_ignored: Any
+    ) -> None:
         self.timeline = timeline
         self.workers = workers
+        self.fold = fold
 
     def run(self, run_dir: Path) -> RunOutput:
         started = time.perf_counter()
@@ -33,30 +69,62 @@ class EmbeddedBackend:
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            sim = read_run_dir(Path(run_dir), self.workers)
-            engine = Engine(sim)
+            sim = read_run_dir(Path(run_dir))
+            folding = fold(sim, self.workers) if self.fold else None
+            engine, simulated = self._engine(sim, folding)
             outcome = engine.run()
-            output = self._output(sim, outcome, time.perf_counter() - started, engine.comm_plans)
+            output = self._output(sim, simulated, outcome, time.perf_counter() - started)
         finally:
             if gc_was_enabled:
                 gc.enable()
         return output
 
-    def _output(self, sim: SimInput, outcome: EngineOutcome, wall_s: float, plans: Any) -> RunOutput:
+    def _engine(self, sim: SimInput, folding: Folding | None) -> tuple[Engine, _Simulated]:
+        if folding is None:
+            ranks = list(range(sim.num_ranks))
+            workload = flatten(ranks, read_traces(sim, ranks, self.workers), sim.groups)
+            planner = comm_planner(sim, Router(sim.topology))
+            comm = PlainComm(planner, workload.group_members)
+            simulated = _Simulated(ranks, [1] * len(ranks), None, planner)
+            return Engine(workload, comm, sim.max_comm_in_flight), simulated
+        classes = folding.classes
+        workload = flatten(classes.reps, folding.traces, sim.groups, check_transfers=False)
+        sizes = [len(members) for members in classes.members]
+        engine = Engine(workload, folding.comm, sim.max_comm_in_flight)
+        return engine, _Simulated(classes.class_of, sizes, folding, folding.planner)
+
+    def _output(
+        self, sim: SimInput, simulated: _Simulated, outcome: EngineOutcome, wall_s: float
+    ) -> RunOutput:
         iteration_ns = max(outcome.finish_ns, default=0)
-        ranks = tuple(_rank_result(sim, rank, outcome, iteration_ns) for rank in range(sim.num_ranks))
-        stats = tuple(
-            CollectiveStat(
-                group=c.group,
-                type=c.kind,
-                bytes=c.size,
-                start_us=c.start_ns / 1000,
-                end_us=c.end_ns / 1000,
-                name=outcome.workload.name(c.nodes[0]),
-                num_ranks=len(c.nodes) + (1 if c.recv >= 0 else 0),
-            )
-            for c in sorted(outcome.comms, key=lambda c: (c.start_ns, c.nodes[0]))
+        ranks = tuple(
+            _rank_result(sim, rank, simulated.row_of[rank], outcome, iteration_ns)
+            for rank in range(sim.num_ranks)
         )
+        w = outcome.workload
+        names = [name for trace in w.traces for name in trace.all_names()]  # decoded a rank at a time
+        group_sizes = {name: len(members) for name, members in sim.groups.items()}
+        order = sorted((c.start_ns, c.nodes[0], i) for i, c in enumerate(outcome.comms))
+        stats = tuple(
+            _collective_stat(c, names[c.nodes[0]], group_sizes, simulated.class_sizes[w.rank_of[c.nodes[0]]])
+            for c in (outcome.comms[i] for _, _, i in order)
+        )
+        meta: dict[str, Any] = {
+            "collective_model": sim.comm.model,
+            "collective_algorithm": sim.comm.algorithm,
+            **(
+                {"collective_protocol": sim.comm.protocol, "nccl_choices": simulated.planner.summary()}
+                if sim.comm.model == "nccl"
+                else {}
+            ),
+            "num_nodes": len(w.kinds),
+            "num_events": outcome.num_events,
+            "num_rate_recomputes": outcome.num_recomputes,
+            "network": "max-min fair flows on ns3/topology.txt",
+            "link_model": sim.link_model,
+        }
+        if simulated.folding is not None:
+            meta["folding"] = _folding_meta(simulated.folding, len(w.kinds))
         result = RunResult(
             backend=self.name,
             iteration_time_us=iteration_ns / 1000,
@@ -64,32 +132,32 @@ class EmbeddedBackend:
             collectives=stats,
             wall_time_s=round(wall_s, 3),
             warnings=sim.comm.warnings,
-            meta={
-                "collective_model": sim.comm.model,
-                "collective_algorithm": sim.comm.algorithm,
-                **(
-                    {"collective_protocol": sim.comm.protocol, "nccl_choices": plans.summary()}
-                    if sim.comm.model == "nccl"
-                    else {}
-                ),
-                "num_nodes": len(outcome.workload.kinds),
-                "num_events": outcome.num_events,
-                "num_rate_recomputes": outcome.num_recomputes,
-                "network": "max-min fair flows on ns3/topology.txt",
-            },
+            meta=meta,
         )
-        return RunOutput(result, _spans(outcome) if self.timeline else ())
+        return RunOutput(result, _spans(outcome, simulated.row_of) if self.timeline else ())
 
 
-def _rank_result(sim: SimInput, rank: int, outcome: EngineOutcome, iteration_ns: int) -> RankResult:
+def _folding_meta(folding: Folding, num_nodes: int) -> dict[str, Any]:
+    classes = folding.classes
+    return {
+        "rank_classes": classes.num_classes,
+        "largest_class": max(len(m) for m in classes.members),
+        "simulated_ranks": classes.reps if classes.num_classes <= 64 else f"{classes.num_classes} ranks",
+        "simulated_nodes": num_nodes,
+        "link_classes": len(folding.comm.capacities),
+        "collectives": "one record per class of identical collectives or transfers; `instances` counts them",
+    }
+
+
+def _rank_result(sim: SimInput, rank: int, row: int, outcome: EngineOutcome, iteration_ns: int) -> RankResult:
     label = sim.labels[rank] if rank < len(sim.labels) else {}
-    compute, exposed = outcome.compute_ns[rank], outcome.exposed_ns[rank]
+    compute, exposed = outcome.compute_ns[row], outcome.exposed_ns[row]
     return RankResult(
         rank=rank,
         gpu=str(label.get("gpu", "npu")),
         stage=optional_int(label.get("stage", 0)),
         replica=optional_int(label.get("replica", 0)),
-        finish_us=outcome.finish_ns[rank] / 1000,
+        finish_us=outcome.finish_ns[row] / 1000,
         compute_us=compute / 1000,
         exposed_comm_us=exposed / 1000,
         idle_us=(iteration_ns - compute - exposed) / 1000,
@@ -98,12 +166,32 @@ def _rank_result(sim: SimInput, rank: int, outcome: EngineOutcome, iteration_ns:
     )
 
 
-def _spans(outcome: EngineOutcome) -> tuple[Span, ...]:
+def _collective_stat(
+    c: Comm, name: str, group_sizes: dict[str, int], sender_class_size: int
+) -> CollectiveStat:
+    transfer = c.kind == "send_recv"
+    return CollectiveStat(
+        c.group,
+        c.kind,
+        c.size,
+        c.start_ns / 1000,
+        c.end_ns / 1000,
+        name,
+        2 if transfer else group_sizes[c.group],
+        sender_class_size if transfer else c.instances,
+    )
+
+
+def _spans(outcome: EngineOutcome, row_of: list[int]) -> SharedSpans:
     w = outcome.workload
     starts, ends, kinds = outcome.start_ns, outcome.end_ns, w.kinds
-    spans = []
-    for rank, (trace, base) in enumerate(zip(w.traces, w.offsets, strict=True)):
-        for g, name in enumerate(trace.all_names(), base):  # names decoded a rank at a time
-            if starts[g] >= 0:
-                spans.append(Span(rank, _SPAN_KINDS.get(kinds[g], "recv"), name, starts[g], ends[g]))
-    return tuple(spans)
+    rows = []
+    for trace, base in zip(w.traces, w.offsets, strict=True):
+        rows.append(
+            [
+                (_SPAN_KINDS.get(kinds[g], "recv"), name, starts[g], ends[g])
+                for g, name in enumerate(trace.all_names(), base)  # names decoded a rank at a time
+                if starts[g] >= 0
+            ]
+        )
+    return SharedSpans(rows, row_of)

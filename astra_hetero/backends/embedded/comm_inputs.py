@@ -9,7 +9,6 @@ whose link kinds or architectures are missing runs the ideal model, and the resu
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,10 +87,7 @@ def _ideal(where: Path, algorithm: Any, why: str) -> CommInputs:
 def _link_kinds(path: Path, topology: Topology) -> tuple[str, ...] | None:
     if not path.is_file():
         return None
-    try:
-        kinds = json.loads(path.read_text()).get("kinds")
-    except (json.JSONDecodeError, AttributeError) as exc:
-        raise RunDirError(f'{path}: expected {{"kinds": [...]}} ({exc})') from None
+    kinds = rundir.read_json_object(path, "").get("kinds")  # binary, nested, non-object: named
     num_lines = topology.num_links // 2
     if not isinstance(kinds, list) or len(kinds) != num_lines:
         raise RunDirError(f"{path}: needs one kind per link of ns3/topology.txt ({num_lines})")

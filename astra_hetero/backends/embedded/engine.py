@@ -20,68 +20,39 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from dataclasses import dataclass
 from itertools import pairwise
 
 from astra_hetero.backends.embedded import events
+from astra_hetero.backends.embedded.commmodel import FoldedComm, PlainComm
+from astra_hetero.backends.embedded.deadlock import deadlock_report
 from astra_hetero.backends.embedded.network import Flow, FlowNetwork
-from astra_hetero.backends.embedded.plans import PhasePlan, comm_planner
-from astra_hetero.backends.embedded.routing import Router
-from astra_hetero.backends.embedded.rundir_reader import SimInput
+from astra_hetero.backends.embedded.plans import PhasePlan
+from astra_hetero.backends.embedded.records import Comm, EngineOutcome
 from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_COMP, KIND_RECV
-from astra_hetero.backends.embedded.workload import FlatWorkload, flatten
+from astra_hetero.backends.embedded.workload import FlatWorkload
 from astra_hetero.errors import RunDirError, SimulationDeadlock
-
-_MAX_REPORTED = 8
-
-
-class Comm:
-    """One collective instance or one send/recv transfer while it runs (and its record after)."""
-
-    __slots__ = ("group", "kind", "size", "nodes", "plan", "phase", "start_ns", "end_ns", "recv", "arrived")
-
-    def __init__(self, group: str, kind: str, size: int, plan: tuple[PhasePlan, ...]) -> None:
-        self.group = group
-        self.kind = kind
-        self.size = size
-        self.nodes: list[int] = []  # a collective's member nodes in issue order; a transfer's send
-        self.plan = plan
-        self.phase = 0
-        self.start_ns = -1
-        self.end_ns = -1
-        self.recv = -1
-        self.arrived = False
-
-
-@dataclass(frozen=True)
-class EngineOutcome:
-    finish_ns: list[int]
-    compute_ns: list[int]
-    exposed_ns: list[int]
-    comms: list[Comm]
-    workload: FlatWorkload
-    start_ns: list[int]
-    end_ns: list[int]
-    num_events: int
-    num_recomputes: int
 
 
 class Engine:
-    def __init__(self, sim: SimInput) -> None:
-        self.sim = sim
-        self.w = flatten(sim)
+    """Simulates the ranks of `workload` (every rank, or one per folded class) with `comm` answering
+    how their collectives meet and what their flows load (see `commmodel`)."""
+
+    def __init__(
+        self, workload: FlatWorkload, comm: PlainComm | FoldedComm, max_comm_in_flight: int = 0
+    ) -> None:
+        self.w = workload
+        self.comm = comm
         # the lists the hot paths index, bound once
         self.kinds, self.rank_of = self.w.kinds, self.w.rank_of
         self.successors, self.successor_bounds = self.w.successors, self.w.successor_bounds
         self.durations_ns = self.w.durations_ns
-        self.groups, self.group_members, self.sizes = self.w.groups, self.w.group_members, self.w.sizes
+        self.groups, self.sizes = self.w.groups, self.w.sizes
+        self.group_keys, self.group_expected = comm.group_keys, comm.group_expected
         self.coll_types = self.w.coll_types
-        router = Router(sim.topology)
-        self.comm_plans = comm_planner(sim, router)
-        self.net = FlowNetwork(router.bundle_bytes_per_ns)
+        self.net = FlowNetwork(comm.capacities)
         self.queue = events.EventQueue()
-        n, num_ranks = len(self.w.kinds), sim.num_ranks
-        self.num_ranks, self.num_groups = num_ranks, len(self.w.group_names)
+        n, num_ranks = len(self.w.kinds), len(self.w.ranks)
+        self.num_ranks, self.num_groups = num_ranks, max(self.group_keys, default=-1) + 1
         self.pending = list(self.w.num_deps)
         self.start_ns = [-1] * n
         self.end_ns = [-1] * n
@@ -89,7 +60,7 @@ class Engine:
         self.ready_compute: list[deque[int]] = [deque() for _ in range(num_ranks)]
         # Communication issue slots per rank (0 = unlimited). ASTRA-sim lets each rank have one
         # collective or send in flight (recvs exempt); waiting ones issue lowest node id first.
-        self.comm_limit = sim.max_comm_in_flight
+        self.comm_limit = max_comm_in_flight
         self.comm_in_flight = [0] * num_ranks
         self.comm_waiting: list[list[int]] = [[] for _ in range(num_ranks)]
         self.active = [0] * num_ranks
@@ -98,7 +69,8 @@ class Engine:
         self.exposed_ns = [0] * num_ranks
         # collectives issued per (group, rank), at group * num_ranks + rank
         self.issued = [0] * (len(self.w.group_names) * num_ranks)
-        self.forming: dict[int, Comm] = {}  # k * num_groups + group -> the k-th collective of group
+        self.forming: dict[int, Comm] = {}  # k * num_groups + group key -> the k-th collective of group
+        self.collective_info: dict[tuple[int, int, int], tuple[str, str, tuple[PhasePlan, ...], int]] = {}
         self.sends: dict[tuple[int, int, int], deque[Comm]] = {}
         self.recvs: dict[tuple[int, int, int], deque[int]] = {}
         self.done: list[Comm] = []
@@ -107,9 +79,9 @@ class Engine:
         for g in self.w.roots:
             self._ready(g, 0)
         queue = self.queue
-        pop = queue.pop
+        pop, heap = queue.pop, queue.heap
         compute_done, flow_done, phase_done = self._compute_done, self._flow_done, self._phase_done
-        while queue:
+        while heap:
             now, kind, payload = pop()
             if kind == events.COMPUTE_DONE:
                 compute_done(payload, now)  # a list of nodes that finish at `now`, in event order
@@ -120,7 +92,7 @@ class Engine:
             else:
                 phase_done(payload, now)
         if -1 in self.end_ns:
-            raise SimulationDeadlock(self._deadlock_report())
+            raise SimulationDeadlock(deadlock_report(self.w, self.end_ns, self.pending))
         return EngineOutcome(
             self._finish_times(),
             self.compute_ns,
@@ -259,23 +231,36 @@ class Engine:
                 self.busy[rank] = False
 
     # --- collectives ------------------------------------------------------------------------------
+    def _collective(self, g: int, group: int) -> Comm:
+        """A new collective instance for node `g` of `group` (plans looked up once per group and type)."""
+        size = self.sizes[g]
+        key = (group, self.coll_types[g], size)
+        info = self.collective_info.get(key)
+        if info is None:
+            kind = self.w.coll_kind_name(g)
+            info = self.collective_info[key] = (
+                self.w.group_names[group],
+                kind,
+                self.comm.collective_plan(group, kind, size),
+                self.comm.group_instances[group],
+            )
+        name, kind, plan, instances = info
+        return Comm(name, kind, size, plan, instances)
+
     def _issue_collective(self, g: int, now: int) -> None:
         rank, group = self.rank_of[g], self.groups[g]
+        if self.group_expected[group] == 1:  # no other node to wait for (a folded class's group)
+            comm = self._collective(g, group)
+            comm.nodes.append(g)
+            self._start_comm(comm, now)
+            return
         counter = group * self.num_ranks + rank
         k = self.issued[counter]
         self.issued[counter] = k + 1
-        key = k * self.num_groups + group
+        key = k * self.num_groups + self.group_keys[group]
         comm = self.forming.get(key)
         if comm is None:
-            w = self.w
-            kind = w.coll_kind_name(g)
-            comm = Comm(
-                w.group_names[group],
-                kind,
-                self.sizes[g],
-                self.comm_plans.collective(self.group_members[group], kind, self.sizes[g]),
-            )
-            self.forming[key] = comm
+            comm = self.forming[key] = self._collective(g, group)
         elif self.coll_types[g] != self.coll_types[comm.nodes[0]] or self.sizes[g] != comm.size:
             w = self.w
             raise RunDirError(
@@ -284,7 +269,7 @@ class Engine:
             )
         nodes = comm.nodes
         nodes.append(g)
-        if len(nodes) == len(self.group_members[group]):
+        if len(nodes) == self.group_expected[group]:
             del self.forming[key]
             self._start_comm(comm, now)
 
@@ -312,26 +297,24 @@ class Engine:
         phase = comm.plan[comm.phase]
         num_bytes = comm.size * phase.bytes_fraction
         if not phase.links or num_bytes <= 0:
-            self.queue.push(now + self._phase_tail_ns(comm), events.PHASE_DONE, comm)
+            tail = phase.latency_ns + round(comm.size * phase.memory_ns_per_byte)
+            self.queue.push(now + tail, events.PHASE_DONE, comm)
             return
-        self._push_finishes(self.net.add(Flow(phase.links, num_bytes, comm, phase.solo_rate), now), now)
-
-    def _push_finishes(self, flows: list[Flow], now: int) -> None:
+        changed = self.net.add(Flow(phase.links, num_bytes, comm, phase.solo_rate), now)
         push = self.queue.push
-        for flow in flows:
+        for flow in changed:
             push(flow.finish_time(now), events.FLOW_DONE, (flow, flow.version))
 
     def _flow_done(self, flow: Flow, now: int) -> None:
         flow.version = -1  # later events of this flow are stale
-        self._push_finishes(self.net.remove(flow, now), now)
+        changed = self.net.remove(flow, now)
+        push = self.queue.push
+        for other in changed:
+            push(other.finish_time(now), events.FLOW_DONE, (other, other.version))
         comm: Comm = flow.owner  # type: ignore[assignment]
-        self.queue.push(now + self._phase_tail_ns(comm), events.PHASE_DONE, comm)
-
-    @staticmethod
-    def _phase_tail_ns(comm: Comm) -> int:
-        """What a phase costs after its data has moved: per-step latencies and reduction through memory."""
+        # what a phase costs after its data has moved: per-step latencies and reduction through memory
         phase = comm.plan[comm.phase]
-        return phase.latency_ns + round(comm.size * phase.memory_ns_per_byte)
+        push(now + phase.latency_ns + round(comm.size * phase.memory_ns_per_byte), events.PHASE_DONE, comm)
 
     def _phase_done(self, comm: Comm, now: int) -> None:
         comm.phase += 1
@@ -363,24 +346,23 @@ class Engine:
     # --- point to point ---------------------------------------------------------------------------
     def _issue_send(self, g: int, now: int) -> None:
         w = self.w
-        src, dst = w.rank_of[g], w.peers[g]
-        size = w.sizes[g]
-        comm = Comm(f"{src}->{dst}", "send_recv", size, self.comm_plans.transfer(src, dst, size))
+        src, dst, size = w.ranks[w.rank_of[g]], w.peers[g], w.sizes[g]
+        comm = Comm(f"{src}->{dst}", "send_recv", size, self.comm.transfer_plan(src, dst, size))
         comm.nodes.append(g)
         key = (src, dst, w.tags[g])
         waiting = self.recvs.get(key)
         if waiting:
             comm.recv = waiting.popleft()
             self.start_ns[comm.recv] = now
-            self._begin_comm(dst, now)
+            self._begin_comm(self.rank_of[comm.recv], now)
         else:
             self.sends.setdefault(key, deque()).append(comm)
         self._start_comm(comm, now)
 
     def _issue_recv(self, g: int, now: int) -> None:
         w = self.w
-        dst, src = w.rank_of[g], w.peers[g]
-        key = (src, dst, w.tags[g])
+        rank = w.rank_of[g]
+        key = self.comm.recv_key((w.peers[g], w.ranks[rank], w.tags[g]))
         sent = self.sends.get(key)
         if not sent:
             self.recvs.setdefault(key, deque()).append(g)
@@ -391,24 +373,6 @@ class Engine:
         if comm.arrived:
             self._complete(g, now)
         else:
-            self._begin_comm(dst, now)
+            self._begin_comm(rank, now)
 
     # --- diagnostics ------------------------------------------------------------------------------
-    def _deadlock_report(self) -> str:
-        w = self.w
-        waiting: dict[int, list[int]] = {}
-        for g, end in enumerate(self.end_ns):
-            if end < 0 and self.pending[g] == 0:
-                waiting.setdefault(w.rank_of[g], []).append(g)
-        lines = [
-            f"deadlock: {self.end_ns.count(-1)} nodes never ran; "
-            f"{len(waiting)} ranks wait on issued nodes that cannot complete:"
-        ]
-        for rank in sorted(waiting)[:_MAX_REPORTED]:
-            nodes = ", ".join(w.describe(g, with_file=False) for g in waiting[rank][:_MAX_REPORTED])
-            lines.append(f"  rank {rank} ({w.paths[rank]}): {nodes}")
-        if len(waiting) > _MAX_REPORTED:
-            lines.append(f"  ... and {len(waiting) - _MAX_REPORTED} more ranks")
-        if not waiting:
-            lines.append("  none: the remaining nodes wait on each other (a dependency cycle)")
-        return "\n".join(lines)

@@ -28,7 +28,7 @@ class EventQueue:
     __slots__ = ("_heap", "_seq", "_open")
 
     def __init__(self) -> None:
-        self._heap: list[tuple[int, int, int, Any]] = []
+        self._heap: list[tuple[int, int, int, Any]] = []  # `heap`: truthy while events are queued
         self._seq = 0
         # the batched entry scheduled last, while it is still queued and nothing was scheduled after it
         self._open: tuple[int, int, int, list[Any]] | None = None
@@ -56,6 +56,11 @@ class EventQueue:
 
     def __len__(self) -> int:
         return len(self._heap)
+
+    @property
+    def heap(self) -> list[tuple[int, int, int, Any]]:
+        """The underlying list, for a loop that tests emptiness once per event (read it, never change it)."""
+        return self._heap
 
     @property
     def num_scheduled(self) -> int:

@@ -8,7 +8,9 @@ being the i-th. Only switches forward traffic.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from astra_hetero import units
@@ -36,7 +38,15 @@ class Topology:
         return [self.link_dst[k] for k in self.out_links[node]]
 
 
-def parse_topology(text: str, source: str = "topology.txt") -> Topology:
+# The most nodes a topology file may declare: more is a corrupt header (it would allocate per node).
+MAX_NODES = 1 << 24
+# Longest link delay accepted (1 s); a larger one is a unit slip or corruption, not a network.
+MAX_DELAY_NS = 10**9
+
+
+def parse_topology(text: str, source: str = "topology.txt", num_ranks: int = 0) -> Topology:
+    """Parse the file's text; `num_ranks` (the ranks that will use it) bounds the hosts it may declare:
+    hosts beyond the ranks that no link touches would only cost memory."""
     lines = [line.split() for line in text.splitlines()]
     while lines and not lines[-1]:
         lines.pop()
@@ -52,6 +62,12 @@ def parse_topology(text: str, source: str = "topology.txt") -> Topology:
     link_lines = [(number, fields) for number, fields in enumerate(lines[2:], start=3) if fields]
     if len(link_lines) != num_lines:
         raise RunDirError(f"{source}: {len(link_lines)} link lines, line 1 says {num_lines}")
+    most = min(MAX_NODES, num_switches + max(num_ranks, 2 * num_lines))
+    if not 0 <= num_switches <= num_nodes <= most:
+        raise RunDirError(
+            f"{source}: line 1 declares {num_nodes} nodes with {num_switches} switches; "
+            f"{num_lines} links and {num_ranks} ranks allow at most {most}"
+        )
     is_switch = [False] * num_nodes
     for node in switch_ids:
         _check_node(node, num_nodes, source, 2)
@@ -81,14 +97,31 @@ def _add_link(topo: Topology, fields: list[str], source: str, line: int) -> None
         raise RunDirError(f"{source}:{line}: expected 'src dst RATE DELAY ERROR_RATE'")
     try:
         src, dst = int(fields[0]), int(fields[1])
-        gbps = units.parse_rate_to_gbps(fields[2])
-        delay_ns = round(units.parse_delay_to_ns(fields[3]))
-    except ValueError as exc:
-        raise RunDirError(f"{source}:{line}: {exc}") from None
+    except ValueError:
+        raise RunDirError(
+            f"{source}:{line}: link ends {fields[0]!r} {fields[1]!r} must be node ids"
+        ) from None
+    try:
+        gbps = _rate_gbps(fields[2])
+    except ValueError:
+        raise RunDirError(
+            f"{source}:{line}: {fields[2]!r} is not a link rate (expected e.g. 400Gbps)"
+        ) from None
+    try:
+        delay = _delay_ns(fields[3])
+    except ValueError:
+        raise RunDirError(
+            f"{source}:{line}: {fields[3]!r} is not a link delay (expected e.g. 0.0005ms)"
+        ) from None
     for node in (src, dst):
         _check_node(node, topo.num_nodes, source, line)
-    if gbps <= 0 or delay_ns < 0 or src == dst:
-        raise RunDirError(f"{source}:{line}: a link needs two distinct ends, a positive rate, a delay >= 0")
+    if src == dst:
+        raise RunDirError(f"{source}:{line}: a link needs two distinct ends")
+    if not 0 < gbps < math.inf:
+        raise RunDirError(f"{source}:{line}: rate {fields[2]!r} must be positive and finite")
+    if not 0 <= delay <= MAX_DELAY_NS:
+        raise RunDirError(f"{source}:{line}: delay {fields[3]!r} must be between 0 and 1 s")
+    delay_ns = round(delay)
     for a, b in ((src, dst), (dst, src)):
         topo.out_links[a].append(len(topo.link_src))
         topo.link_src.append(a)
@@ -97,10 +130,26 @@ def _add_link(topo: Topology, fields: list[str], source: str, line: int) -> None
         topo.link_delay_ns.append(delay_ns)
 
 
-def read_topology(path: Path) -> Topology:
+@lru_cache(maxsize=256)
+def _rate_gbps(text: str) -> float:
+    return units.parse_rate_to_gbps(text)  # a fabric has a handful of distinct rates and delays
+
+
+@lru_cache(maxsize=256)
+def _delay_ns(text: str) -> float:
+    return units.parse_delay_to_ns(text)
+
+
+def read_topology(path: Path, num_ranks: int = 0) -> Topology:
     if not path.is_file():
         raise RunDirError(f"{path}: missing (the embedded backend simulates the ns-3 topology file)")
-    return parse_topology(path.read_text(), str(path))
+    try:
+        text = path.read_bytes().decode("ascii")
+    except UnicodeDecodeError as exc:
+        raise RunDirError(f"{path}: not a text file (byte {exc.start} is not ASCII)") from None
+    except OSError as exc:
+        raise RunDirError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    return parse_topology(text, str(path), num_ranks)
 
 
 def host_groups(topo: Topology, num_ranks: int) -> list[int]:

@@ -24,10 +24,17 @@ from google.protobuf.internal.decoder import _DecodeVarint32 as _decode_varint  
 from google.protobuf.message import DecodeError
 
 from astra_hetero import chakra_io
+from astra_hetero.backends.embedded.tracedeps import packed_deps_of, resolve_deps, typed_deps_of
 from astra_hetero.chakra_io import pb
 from astra_hetero.errors import RunDirError
 
 KIND_COMP, KIND_COLL, KIND_SEND, KIND_RECV = 0, 1, 2, 3
+# Bounds on what one node may ask for. Beyond them a value is corrupt rather than large: a compute node
+# of 2^40 µs (12.7 days) or a transfer of 2^53 bytes (8 PiB, where float byte counts stop being exact)
+# would make an iteration time meaningless, and int64 nanoseconds would overflow soon after.
+MAX_DURATION_US = 1 << 40
+MAX_COMM_BYTES = 1 << 53
+_INT64_MAX = (1 << 63) - 1
 _KINDS = {
     pb.COMP_NODE: KIND_COMP,
     pb.COMM_COLL_NODE: KIND_COLL,
@@ -122,11 +129,21 @@ def _node_list_class(packed_deps: bool = True) -> Any:
     return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.NodeList"))
 
 
-def _parse_nodes(path: Path) -> tuple[list[Any], bool]:
-    """The file's nodes, and whether their dependency lists are raw packed bytes (the usual case)."""
+def read_trace_bytes(path: Path) -> bytes:
     if not path.is_file():
         raise RunDirError(f"{path}: trace file missing")
-    data = path.read_bytes()
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise RunDirError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+
+
+def _parse_nodes(path: Path, data: bytes | None = None) -> tuple[list[Any], bool, list[int], bytes, bool]:
+    """The file's nodes, whether their dependency lists are raw packed bytes (the usual case), where
+    each node's record ends in the file, the file's bytes (`data`, if the caller read them), and
+    whether every record is its node's canonical serialization (fields in number order)."""
+    if data is None:
+        data = read_trace_bytes(path)
     records = chakra_io.iter_records(data, str(path))
     first = next(records, None)
     if first is None:
@@ -135,14 +152,15 @@ def _parse_nodes(path: Path) -> tuple[list[Any], bool]:
         pb.GlobalMetadata().ParseFromString(first)
     except DecodeError as exc:
         raise RunDirError(f"{path}: first record is not GlobalMetadata ({exc})") from None
-    payload = _reframed(path, data, _record_end(path, data, 0))
+    payload, record_ends = _reframed(path, data, _record_end(path, data, 0))
     node_list = _parse_payload(path, payload, packed_deps=True)
     # A field LiteNode does not know, or dependencies written unpacked (which proto3 parsers must
     # accept), land in the unknown fields; then read the file again with typed dependency lists.
     node_list.DiscardUnknownFields()
     if node_list.ByteSize() == len(payload):
-        return list(node_list.nodes), True
-    return list(_parse_payload(path, payload, packed_deps=False).nodes), False
+        canonical = node_list.SerializeToString() == payload  # one C call checks every record
+        return list(node_list.nodes), True, record_ends, data, canonical
+    return list(_parse_payload(path, payload, packed_deps=False).nodes), False, record_ends, data, False
 
 
 def _parse_payload(path: Path, payload: bytes, packed_deps: bool) -> Any:
@@ -169,24 +187,40 @@ def _record_end(path: Path, data: bytes, position: int) -> int:
     return position + size
 
 
-def _reframed(path: Path, data: bytes, start: int) -> bytes:
-    """The node records from `start` on as one `NodeList`: each record keeps its length prefix and
-    gains the field-1 tag in front, so no record is decoded or copied twice."""
+def _reframed(path: Path, data: bytes, start: int) -> tuple[bytes, list[int]]:
+    """The node records from `start` on as one `NodeList` (each record keeps its length prefix and
+    gains the field-1 tag in front, so no record is decoded or copied twice), and their end offsets."""
     view = memoryview(data)
-    records = []
+    records, ends = [], []
     position, end = start, len(data)
+    append_record, append_end = records.append, ends.append
     while position < end:
-        record_start, position = position, _record_end(path, data, position)
-        records.append(view[record_start:position])
-    return _FIELD1_TAG + _FIELD1_TAG.join(records) if records else b""
+        size = data[position]
+        if size < 0x80:  # one-byte lengths, as for most nodes, decoded here; the rest in general
+            following = position + 1 + size
+        elif position + 1 < end and data[position + 1] < 0x80:
+            following = position + 2 + ((size & 0x7F) | data[position + 1] << 7)
+        else:
+            following = _record_end(path, data, position)
+        if following > end:
+            _record_end(path, data, position)  # raises, naming the truncated record
+        append_record(view[position:following])
+        append_end(following)
+        position = following
+    return (_FIELD1_TAG + _FIELD1_TAG.join(records) if records else b""), ends
 
 
-def _attr_values(raw: tuple[bytes, ...], cache: dict[tuple[bytes, ...], dict[str, Any]]) -> dict[str, Any]:
+def _attr_values(
+    raw: tuple[bytes, ...], cache: dict[tuple[bytes, ...], dict[str, Any]], path: Path, node: Any
+) -> dict[str, Any]:
     values = cache.get(raw)
     if values is None:
         values = {}
         for blob in raw:
-            attr = pb.AttributeProto.FromString(blob)
+            try:
+                attr = pb.AttributeProto.FromString(blob)
+            except DecodeError as exc:
+                raise RunDirError(f"{path}: {_label(node)} has a corrupt attribute ({exc})") from None
             kind = attr.WhichOneof("value")
             if kind is not None:
                 values[attr.name] = getattr(attr, kind)
@@ -198,10 +232,32 @@ def _label(node: Any) -> str:
     return f"node {node.id} ({node.name.decode('utf-8', 'replace')!r})"
 
 
-def _require(values: dict[str, Any], key: str, path: Path, node: Any) -> int:
+def _require(
+    values: dict[str, Any], key: str, path: Path, node: Any, low: int = 0, high: int = _INT64_MAX
+) -> int:
+    """The integer attribute `key`, which must lie in [low, high] (an int, never a bool or a float)."""
     if key not in values:
         raise RunDirError(f"{path}: {_label(node)} lacks required attribute {key!r}")
-    return int(values[key])
+    value = values[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RunDirError(f"{path}: {_label(node)} attribute {key!r} must be an integer, not {value!r}")
+    if not low <= value <= high:
+        raise RunDirError(f"{path}: {_label(node)} attribute {key}={value} is outside {low}..{high}")
+    return value
+
+
+@dataclass(frozen=True)
+class DecodedTrace:
+    """A trace with what a byte-level comparison against it needs: the file's bytes, where each
+    node's record ends, each communication node's raw attribute blobs (empty for compute nodes), and
+    whether every communication record is its node's canonical serialization (fields in number
+    order, so the attributes, field 10, are the record's tail)."""
+
+    trace: RankTrace
+    data: bytes
+    record_ends: np.ndarray
+    attrs: list[tuple[bytes, ...]]
+    canonical: bool
 
 
 def read_rank_trace(path: Path, num_ranks: int) -> RankTrace:
@@ -210,30 +266,45 @@ def read_rank_trace(path: Path, num_ranks: int) -> RankTrace:
     Dependencies keep duplicates (a node listing the same predecessor as data and control dependency
     counts it twice and is released twice), which is consistent and saves deduplicating a million lists.
     """
-    nodes, packed_deps = _parse_nodes(path)
+    return decode_rank_trace(path, num_ranks, keep_attrs=False).trace
+
+
+def decode_rank_trace(
+    path: Path, num_ranks: int, keep_attrs: bool = True, data: bytes | None = None
+) -> DecodedTrace:
+    """`read_rank_trace` that also returns the file layout (see DecodedTrace); `data`: the file's
+    bytes if the caller has them."""
+    nodes, packed_deps, record_ends, data, canonical = _parse_nodes(path, data)
     n = len(nodes)
     ids = np.array([node.id for node in nodes], dtype=np.uint64)
     names = [node.name for node in nodes]
     kinds = _kinds(path, nodes)
-    durations = np.array([node.duration_micros for node in nodes], dtype=np.int64) * 1000
-    durations[kinds != KIND_COMP] = 0
+    durations = _durations_ns(path, nodes, kinds)
     sizes, tags = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     coll_types, peers = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
     groups = np.full(n, -1, dtype=np.int64)
     group_index: dict[str, int] = {}
     attr_cache: dict[tuple[bytes, ...], dict[str, Any]] = {}
     kind_of = kinds.tolist()
-    for i in np.flatnonzero(kinds != KIND_COMP).tolist():
+    attrs: list[tuple[bytes, ...]] = [()] * n if keep_attrs else []
+    fields_of: dict[tuple[int, tuple[bytes, ...]], tuple[int, int, int, int, int]] = {}
+    comm = np.flatnonzero(kinds != KIND_COMP).tolist()
+    rows: list[tuple[int, int, int, int, int]] = []  # size, collective type, group, peer, tag
+    for i in comm:
         node, kind = nodes[i], kind_of[i]
-        values = _attr_values(tuple(node.attr), attr_cache)
-        sizes[i] = _require(values, "comm_size", path, node)
-        if kind == KIND_COLL:
-            coll_types[i] = _require(values, "comm_type", path, node)
-            groups[i] = group_index.setdefault(str(values.get("pg_name", "")), len(group_index))
-            continue
-        peers[i] = _peer(values, kind, num_ranks, path, node)
-        tags[i] = _require(values, "comm_tag", path, node)
-    dep_ends, deps = _packed_deps(path, nodes) if packed_deps else _typed_deps(nodes)
+        raw = tuple(node.attr)
+        if keep_attrs:
+            attrs[i] = raw
+        found = fields_of.get((kind, raw))
+        if found is None:  # nodes with equal attributes (a layer's collectives) are read once
+            values = _attr_values(raw, attr_cache, path, node)
+            found = fields_of[(kind, raw)] = _comm_fields(values, kind, num_ranks, path, node, group_index)
+        rows.append(found)
+    if rows:
+        table = np.array(rows, dtype=np.int64)
+        for array, column in zip((sizes, coll_types, groups, peers, tags), table.T, strict=True):
+            array[comm] = column
+    dep_ends, deps = packed_deps_of(path, nodes) if packed_deps else typed_deps_of(nodes)
     name_ends = np.cumsum([len(name) for name in names], dtype=np.int64)
     trace = RankTrace(
         str(path),
@@ -251,7 +322,37 @@ def read_rank_trace(path: Path, num_ranks: int) -> RankTrace:
         dep_ends,
         deps,
     )
-    return _resolve_deps(trace)
+    ends = np.array(record_ends, dtype=np.int64)
+    if not keep_attrs:
+        return DecodedTrace(resolve_deps(trace), b"", ends, [], False)
+    return DecodedTrace(resolve_deps(trace), data, ends, attrs, canonical)
+
+
+def _comm_fields(
+    values: dict[str, Any], kind: int, num_ranks: int, path: Path, node: Any, group_index: dict[str, int]
+) -> tuple[int, int, int, int, int]:
+    """(size, collective type, group index, peer, tag) of a communication node, validated."""
+    size = _require(values, "comm_size", path, node, high=MAX_COMM_BYTES)
+    if kind == KIND_COLL:
+        coll_type = _require(values, "comm_type", path, node)
+        group = group_index.setdefault(str(values.get("pg_name", "")), len(group_index))
+        return size, coll_type, group, -1, 0
+    tag = _require(values, "comm_tag", path, node, low=-_INT64_MAX)
+    return size, -1, -1, _peer(values, kind, num_ranks, path, node), tag
+
+
+def _durations_ns(path: Path, nodes: list[Any], kinds: np.ndarray) -> np.ndarray:
+    """Compute durations in ns (0 for other nodes, whose `duration_micros` the engine ignores)."""
+    micros = np.array([node.duration_micros for node in nodes], dtype=np.uint64)
+    micros[kinds != KIND_COMP] = 0
+    too_long = np.flatnonzero(micros > MAX_DURATION_US)
+    if len(too_long):
+        node = nodes[int(too_long[0])]
+        raise RunDirError(
+            f"{path}: {_label(node)} duration_micros={node.duration_micros} exceeds the "
+            f"{MAX_DURATION_US} µs a node may take"
+        )
+    return micros.astype(np.int64) * 1000
 
 
 def _kinds(path: Path, nodes: list[Any]) -> np.ndarray:
@@ -265,33 +366,6 @@ def _kinds(path: Path, nodes: list[Any]) -> np.ndarray:
     return kinds
 
 
-def _packed_deps(path: Path, nodes: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-    """(ends, values) of every node's data then control dependencies, from their packed varints.
-
-    A varint is little-endian groups of 7 bits, every byte but the last with the high bit set; the
-    whole file's lists are decoded in one pass over their concatenation."""
-    raw = [node.data_deps + node.ctrl_deps for node in nodes]
-    data = np.frombuffer(b"".join(raw), dtype=np.uint8)
-    last = data < 0x80  # the final byte of a varint
-    byte_ends = np.cumsum([len(r) for r in raw], dtype=np.int64)
-    if len(data) and not last[-1] or np.any(last[byte_ends[byte_ends > 0] - 1] == 0):
-        raise RunDirError(f"{path}: a dependency list ends inside a varint")
-    starts = np.flatnonzero(np.concatenate(([True], last[:-1]))) if len(data) else np.zeros(0, np.int64)
-    position = np.arange(len(data)) - np.repeat(starts, np.diff(np.append(starts, len(data))))
-    if np.any(position > 9):
-        raise RunDirError(f"{path}: a dependency id is longer than 64 bits")
-    bits = (data & 0x7F).astype(np.uint64) << (7 * position).astype(np.uint64)
-    values = np.add.reduceat(bits, starts) if len(data) else np.zeros(0, np.uint64)
-    counted = np.concatenate(([0], np.cumsum(last, dtype=np.int64)))
-    return counted[byte_ends], values
-
-
-def _typed_deps(nodes: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-    counts = [len(node.data_deps) + len(node.ctrl_deps) for node in nodes]
-    values = [d for node in nodes for deps in (node.data_deps, node.ctrl_deps) for d in deps]
-    return np.cumsum(counts, dtype=np.int64), np.array(values, dtype=np.uint64)
-
-
 def _unsupported(path: Path, node: Any) -> None:
     type_name = pb.NodeType.Name(node.type) if node.type in pb.NodeType.values() else node.type
     raise RunDirError(
@@ -302,48 +376,4 @@ def _unsupported(path: Path, node: Any) -> None:
 
 def _peer(values: dict[str, Any], kind: int, num_ranks: int, path: Path, node: Any) -> int:
     key = "comm_dst" if kind == KIND_SEND else "comm_src"
-    peer = _require(values, key, path, node)
-    if not 0 <= peer < num_ranks:
-        raise RunDirError(f"{path}: {_label(node)} {key}={peer} is not a rank (0..{num_ranks - 1})")
-    return peer
-
-
-def _resolve_deps(trace: RankTrace) -> RankTrace:
-    """The trace with dependency ids turned into indices (a no-op when ids are 0..n-1 in file order)."""
-    ids, n = trace.ids, len(trace)
-    if np.array_equal(ids, np.arange(n, dtype=np.uint64)):
-        unknown = np.flatnonzero(trace.deps >= n)
-        if not len(unknown):
-            return _with_deps(trace, trace.deps.astype(np.int64))
-        index = dict.fromkeys(range(n))
-    else:
-        index = {node_id: i for i, node_id in enumerate(ids.tolist())}
-        if len(index) != n:
-            raise RunDirError(f"{trace.path}: duplicate node ids")
-    deps = trace.deps.tolist()
-    missing = [k for k, d in enumerate(deps) if d not in index]
-    if missing:
-        node = int(np.searchsorted(trace.dep_ends, missing[0], side="right"))
-        raise RunDirError(
-            f"{trace.path}: {trace.describe(node)} depends on unknown node id {deps[missing[0]]}"
-        )
-    return _with_deps(trace, np.array([index[d] for d in deps], dtype=np.int64))
-
-
-def _with_deps(trace: RankTrace, deps: np.ndarray) -> RankTrace:
-    return RankTrace(
-        trace.path,
-        trace.ids,
-        trace.names,
-        trace.name_ends,
-        trace.kinds,
-        trace.durations_ns,
-        trace.sizes,
-        trace.coll_types,
-        trace.peers,
-        trace.tags,
-        trace.group_names,
-        trace.groups,
-        trace.dep_ends,
-        deps,
-    )
+    return _require(values, key, path, node, high=num_ranks - 1)

@@ -15,21 +15,23 @@ import numpy as np
 
 from astra_hetero import chakra_io
 from astra_hetero.backends.embedded import collectives
-from astra_hetero.backends.embedded.rundir_reader import SimInput
 from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_RECV, KIND_SEND, RankTrace
 from astra_hetero.errors import RunDirError
 
 
 @dataclass(frozen=True)
 class FlatWorkload:
+    """Simulated rank i runs `traces[i]` as rank `ranks[i]` (all ranks, or one per folded class)."""
+
+    ranks: list[int]
     offsets: list[int]
     traces: list[RankTrace]  # for names and ids, which only spans and error messages read
     kinds: list[int]
-    rank_of: list[int]
+    rank_of: list[int]  # node -> simulated rank (an index into `ranks`)
     durations_ns: list[int]
     sizes: list[int]
     coll_types: list[int]
-    peers: list[int]
+    peers: list[int]  # a rank number, as in the files
     tags: list[int]
     groups: list[int]  # index into group_names / group_members, -1 for non-collectives
     group_names: list[str]
@@ -56,8 +58,14 @@ class FlatWorkload:
         return f"{self.traces[rank].path}: {text}" if with_file else text
 
 
-def flatten(sim: SimInput) -> FlatWorkload:
-    traces = sim.traces
+def flatten(
+    ranks: list[int],
+    traces: list[RankTrace],
+    groups: dict[str, tuple[int, ...]],
+    check_transfers: bool = True,
+) -> FlatWorkload:
+    """The traces of `ranks` as one graph. `check_transfers` pairs every send with a recv, which needs
+    every rank (a folded workload is checked on the trace shapes instead)."""
     lengths = np.array([len(t) for t in traces], dtype=np.int64)
     offsets = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
 
@@ -65,9 +73,10 @@ def flatten(sim: SimInput) -> FlatWorkload:
         return np.concatenate([getattr(t, column) for t in traces]) if traces else np.zeros(0, np.int64)
 
     kinds, coll_types = joined("kinds"), joined("coll_types")
-    groups = _resolve_groups(sim, offsets)
+    group_column = _resolve_groups(ranks, traces, groups, offsets)
     successor_bounds, successors, num_deps = _link(traces, offsets)
     w = FlatWorkload(
+        list(ranks),
         offsets.tolist(),
         list(traces),
         kinds.tolist(),
@@ -77,16 +86,17 @@ def flatten(sim: SimInput) -> FlatWorkload:
         coll_types.tolist(),
         joined("peers").tolist(),
         joined("tags").tolist(),
-        groups.tolist(),
-        list(sim.groups),
-        list(sim.groups.values()),
+        group_column.tolist(),
+        list(groups),
+        list(groups.values()),
         successor_bounds.tolist(),
         successors.tolist(),
         num_deps.tolist(),
         np.flatnonzero(num_deps == 0).tolist(),
     )
     _check_collective_types(w, kinds, coll_types)
-    _check_transfers(w, np.flatnonzero(np.isin(kinds, (KIND_SEND, KIND_RECV))).tolist())
+    if check_transfers:
+        _check_transfers(w, np.flatnonzero(np.isin(kinds, (KIND_SEND, KIND_RECV))).tolist())
     return w
 
 
@@ -103,12 +113,13 @@ def _link(traces: list[RankTrace], offsets: np.ndarray) -> tuple[np.ndarray, np.
     return bounds, followers[order], num_deps
 
 
-def _resolve_groups(sim: SimInput, offsets: np.ndarray) -> np.ndarray:
-    """Every collective's comm group as an index into sim.groups (-1 for other nodes)."""
-    index = {name: i for i, name in enumerate(sim.groups)}
-    member_sets = [frozenset(m) for m in sim.groups.values()]
+def _resolve_groups(
+    ranks: list[int], traces: list[RankTrace], groups: dict[str, tuple[int, ...]], offsets: np.ndarray
+) -> np.ndarray:
+    """Every collective's comm group as an index into `groups` (-1 for other nodes)."""
+    index = {name: i for i, name in enumerate(groups)}
     columns = []
-    for r, (trace, base) in enumerate(zip(sim.traces, offsets.tolist(), strict=True)):
+    for r, trace, base in zip(ranks, traces, offsets.tolist(), strict=True):
         local = np.full(len(trace.group_names) + 1, -1, dtype=np.int64)  # the last entry maps -1
         for k, name in enumerate(trace.group_names):
             first = base + int(np.argmax(trace.groups == k))
@@ -118,7 +129,7 @@ def _resolve_groups(sim: SimInput, offsets: np.ndarray) -> np.ndarray:
                     f"{trace.path}: {trace.describe(first - base)} uses pg_name {name!r}, "
                     "which workload/comm_groups.json does not define"
                 )
-            if r not in member_sets[group]:
+            if r not in groups[name]:
                 raise RunDirError(
                     f"{trace.path}: {trace.describe(first - base)}: rank {r} is not in comm group {name!r}"
                 )

@@ -1,0 +1,95 @@
+"""`astra-hetero study STUDY.yaml -o OUT [--backend NAME] [--docker IMAGE] [--jobs N] [--ray ADDRESS]`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from astra_hetero.backends.base import backend_names
+from astra_hetero.cli.run import add_astrasim_options
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "study", help="run a study (points over a base spec), tabulate it and write its report with figures"
+    )
+    parser.add_argument("study_file", type=Path, help="study file (YAML): base spec, axes, tables, figures")
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        required=True,
+        help="directory for points/, results.csv, report.md and the figures",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=backend_names(),
+        help="simulator for points that pin none (default: the study file's, else embedded)",
+    )
+    parser.add_argument(
+        "--reduced",
+        action="store_true",
+        help="run the study's reduced version (fewer points or a cut-down workload)",
+    )
+    parser.add_argument("--jobs", "-j", type=int, default=1, help="points run in parallel (local processes)")
+    parser.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run the points as tasks on this Ray cluster; OUT must be visible to every node",
+    )
+    add_astrasim_options(parser, timeout_help="per point, ASTRA-sim backends (default: the study file's)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(func=study)
+
+
+def study(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from astra_hetero.studies import build_table, load_study, run_study, write_report
+    from astra_hetero.studies.run import StudyOutcome
+    from astra_hetero.sweep.run import first_line
+
+    plan = load_study(args.study_file, reduced=args.reduced)
+    options = {
+        "binary": args.binary,
+        "bin_dir": args.bin_dir,
+        "docker_image": args.docker,
+        "timeout_s": args.timeout if args.timeout is not None else plan.file.timeout_s,
+    }
+    console = Console()
+    label = f"{plan.name}{' (reduced)' if args.reduced else ''}"
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=args.quiet,
+    ) as bar:
+        task = bar.add_task(label, total=len(plan.points))
+
+        def done(outcome: StudyOutcome) -> None:
+            if not outcome.ok:
+                bar.console.print(f"[red]failed[/red] {outcome.point.name}: {first_line(outcome.error)}")
+            bar.advance(task)
+
+        outcomes = run_study(
+            plan, args.output, args.backend, options, jobs=args.jobs, ray_address=args.ray, on_outcome=done
+        )
+    table = build_table(plan, outcomes)
+    files = write_report(table, args.output, args.study_file)
+    num_failed = sum(not row.ok for row in table.rows)
+    num_resumed = sum(o.resumed for o in outcomes)
+    console.print(
+        f"{label}: {len(outcomes)} points, {len(outcomes) - num_failed} ok"
+        + (f", {num_failed} failed" if num_failed else "")
+        + (f" ({num_resumed} complete from an earlier run, not run again)" if num_resumed else "")
+    )
+    console.print(f"results: {files.csv}")
+    console.print(f"report:  {files.report}")
+    if files.figures:
+        console.print(f"figures: {', '.join(str(p) for p in files.figures)}")
+    for name in files.skipped_figures:
+        console.print(f"[yellow]figure {name!r} not drawn: no successful point matches it[/yellow]")
+    return 1 if num_failed else 0

@@ -1,0 +1,62 @@
+"""The columns of a study's results table: what each metric is, in which unit, and how it is read
+from a point's result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from astra_hetero.results.model import RunResult
+from astra_hetero.results.report import time_unit
+from astra_hetero.sweep.run import result_metrics as sweep_metrics
+
+# Units: "us" (microseconds, shown in µs/ms/s as the values need), "s", "%", "x" (a ratio), "" (count).
+UNIT_SUFFIX = {"s": " (s)", "%": " (%)", "x": " (×)", "": ""}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    label: str  # what it is, in words, for axis labels and table headers
+    unit: str
+
+
+METRICS: tuple[Column, ...] = (
+    Column("iteration_time_us", "iteration time", "us"),
+    Column("mean_compute_us", "compute, mean per rank", "us"),
+    Column("max_compute_us", "compute, busiest rank", "us"),
+    Column("mean_exposed_comm_us", "exposed communication, mean per rank", "us"),
+    Column("max_exposed_comm_us", "exposed communication, most of any rank", "us"),
+    Column("mean_idle_us", "idle (bubbles, waiting), mean per rank", "us"),
+    Column("max_idle_us", "idle (bubbles, waiting), most of any rank", "us"),
+    Column("num_ranks", "ranks", ""),
+    Column("num_layers_simulated", "transformer layers simulated", ""),
+    Column("wall_time_s", "simulator wall time", "s"),
+    # ns-3 points only (backends/astrasim/ns3_outputs.py)
+    Column("ns3_flows", "ns-3 flows (messages)", ""),
+    Column("ns3_fct_slowdown_mean", "ns-3 flow completion over standalone time, byte-weighted mean", "x"),
+    Column("ns3_fct_slowdown_p99", "ns-3 flow completion over standalone time, 99th percentile", "x"),
+    Column("ns3_pfc_pauses", "ns-3 PFC pause frames", ""),
+)
+METRIC_NAMES = tuple(c.name for c in METRICS)
+
+
+def result_metrics(result: RunResult, num_layers_simulated: int | None = None) -> dict[str, float]:
+    """The sweep's metrics of a result plus the busiest rank's figures and the simulator's wall time."""
+    metrics = {
+        **sweep_metrics(result),
+        "max_compute_us": max(r.compute_us for r in result.ranks),
+        "max_exposed_comm_us": max(r.exposed_comm_us for r in result.ranks),
+    }
+    if num_layers_simulated is not None:
+        metrics["num_layers_simulated"] = num_layers_simulated
+    if result.wall_time_s is not None:
+        metrics["wall_time_s"] = result.wall_time_s
+    return metrics
+
+
+def display_unit(unit: str, largest: float) -> tuple[float, str]:
+    """(divisor, suffix) to show values of `unit`: times in the unit their largest value reads best."""
+    if unit == "us":
+        scale, name = time_unit(largest)
+        return scale, f" ({name})"
+    return 1.0, UNIT_SUFFIX.get(unit, f" ({unit})")

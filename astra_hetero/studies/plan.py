@@ -1,0 +1,227 @@
+"""A study file → its points: the product of its axes over the base spec, each point a sweep point
+(built and run by the sweep machinery) that also knows its value on every axis and its transforms.
+
+Overrides are applied in order: the study's `set`, each axis in file order, then `reduced.set` when
+the reduced study is asked for. Paths address the validated base spec as sweeps do. The checks that
+tie tables, figures and derived columns to the axes and columns that exist are in `checks.py`.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from astra_hetero.errors import SpecError
+from astra_hetero.spec import Spec
+from astra_hetero.spec.load import spec_error_from_validation
+from astra_hetero.spec.yamlfile import read_yaml
+from astra_hetero.studies.schema import ParameterAxis, StudyFile, Transform, Variant
+from astra_hetero.sweep.plan import SweepPoint, base_data, set_path
+
+
+@dataclass(frozen=True)
+class AxisLevel:
+    label: str  # the CSV cell and the name part: a variant's name, or a value written out
+    value: Any  # the parameter value (numbers plot on a numeric axis), or the variant's name
+    description: str = ""
+    variant: Variant | None = None
+
+
+@dataclass(frozen=True)
+class AxisInfo:
+    name: str
+    levels: tuple[AxisLevel, ...]
+    description: str = ""
+    path: str | None = None  # parameter axes: the spec path they set
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(level.label for level in self.levels)
+
+    @property
+    def numeric(self) -> bool:
+        return all(isinstance(v.value, int | float) and not isinstance(v.value, bool) for v in self.levels)
+
+
+@dataclass(frozen=True)
+class StudyPoint(SweepPoint):
+    levels: dict[str, str] = field(default_factory=dict)  # axis -> label
+    transforms: tuple[Transform, ...] = ()
+
+    def spec(self) -> Spec:
+        from astra_hetero.studies.transforms import apply_transform
+
+        spec = super().spec()
+        for transform in self.transforms:
+            spec = apply_transform(spec, transform)
+        return spec
+
+
+@dataclass(frozen=True)
+class Study:
+    file: StudyFile
+    axes: tuple[AxisInfo, ...]
+    points: tuple[StudyPoint, ...]
+    reduced: bool = False
+    source: Path | None = None
+
+    @property
+    def name(self) -> str:
+        return self.file.name
+
+    def axis(self, name: str) -> AxisInfo:
+        return next(a for a in self.axes if a.name == name)
+
+
+def load_study(path: str | Path, reduced: bool = False) -> Study:
+    path = Path(path)
+    return plan_study(read_yaml(path, "", "study file"), path.parent, reduced, source=path)
+
+
+def plan_study(data: Any, directory: Path, reduced: bool = False, source: Path | None = None) -> Study:
+    from astra_hetero.studies.checks import check_study
+
+    if not isinstance(data, dict):
+        raise SpecError("", f"a study file must be a mapping, got {type(data).__name__}")
+    try:
+        study_file = StudyFile.model_validate(data)
+    except ValidationError as exc:
+        raise spec_error_from_validation(exc) from None
+    if reduced and study_file.reduced is None:
+        raise SpecError("reduced", "this study has no reduced version; run it without --reduced")
+    axes = tuple(_axis_info(name, axis) for name, axis in study_file.axes.items())
+    check_study(study_file, axes)
+    kept = _kept_axes(axes, study_file, reduced)
+    base = base_data(study_file.base, directory)
+    _apply(base, study_file.set, "set")
+    points = tuple(
+        _point(index, combination, base, study_file, reduced)
+        for index, combination in enumerate(itertools.product(*(a.levels for a in kept)))
+    )
+    names = [p.name for p in points]
+    if len(set(names)) != len(names):
+        clash = next(n for n in names if names.count(n) > 1)
+        raise SpecError("axes", f"two points would share the name {clash!r}; rename a variant")
+    return Study(study_file, kept, points, reduced, source)
+
+
+def value_label(value: Any) -> str:
+    """How an axis value is written in the CSV, in `where:` filters and in point names."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, int | float | str):
+        return str(value)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _axis_info(name: str, axis: list[Variant] | ParameterAxis) -> AxisInfo:
+    if isinstance(axis, ParameterAxis):
+        levels = tuple(AxisLevel(value_label(v), v) for v in axis.values)
+        info = AxisInfo(name, levels, axis.description, axis.path)
+    else:
+        levels = tuple(AxisLevel(v.name, v.name, v.description, v) for v in axis)
+        info = AxisInfo(name, levels)
+    labels = info.labels
+    if not labels:
+        raise SpecError(f"axes.{name}", "needs at least one variant")
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise SpecError(f"axes.{name}", f"values must be distinct; repeated: {', '.join(repeated)}")
+    return info
+
+
+def _kept_axes(axes: tuple[AxisInfo, ...], study_file: StudyFile, reduced: bool) -> tuple[AxisInfo, ...]:
+    if not reduced or study_file.reduced is None:
+        return axes
+    keep = study_file.reduced.axes
+    for name, values in keep.items():
+        if name not in study_file.axes:
+            raise SpecError(f"reduced.axes.{name}", f"no such axis; axes: {', '.join(study_file.axes)}")
+        known = next(a for a in axes if a.name == name).labels
+        for index, value in enumerate(values):
+            if value_label(value) not in known:
+                raise SpecError(
+                    f"reduced.axes.{name}[{index}]",
+                    f"{value!r} is not a value of this axis; values: {', '.join(known)}",
+                )
+    kept = tuple(
+        AxisInfo(
+            a.name,
+            tuple(
+                v for v in a.levels if a.name not in keep or v.label in {value_label(x) for x in keep[a.name]}
+            ),
+            a.description,
+            a.path,
+        )
+        for a in axes
+    )
+    labels = {a.name: a.labels for a in kept}
+    for i, derived in enumerate(study_file.derived):
+        for name, value in derived.relative_to.items():
+            if value_label(value) not in labels[name]:
+                raise SpecError(
+                    f"reduced.axes.{name}",
+                    f"must keep {value!r}: derived[{i}] ({derived.name}) is relative to it",
+                )
+    return kept
+
+
+def _point(
+    index: int, combination: tuple[AxisLevel, ...], base: dict[str, Any], study_file: StudyFile, reduced: bool
+) -> StudyPoint:
+    spec_data = copy.deepcopy(base)
+    overrides: dict[str, Any] = {}
+    backends: dict[str, str] = {}
+    transforms: list[Transform] = []
+    axis_names = list(study_file.axes)
+    for name, level in zip(axis_names, combination, strict=True):
+        axis = study_file.axes[name]
+        if isinstance(axis, ParameterAxis):
+            set_path(spec_data, axis.path, level.value, f"axes.{name}.path")
+            overrides[axis.path] = level.value
+            continue
+        variant = level.variant
+        assert variant is not None  # every level of a variant axis carries its variant
+        position = axis.index(variant)
+        _apply(spec_data, variant.set, f"axes.{name}[{position}].set")
+        overrides.update(variant.set)
+        if variant.transform is not None:
+            transforms.append(variant.transform)
+        if variant.backend is not None:
+            backends[f"axes.{name}[{position}].backend"] = variant.backend
+    if reduced and study_file.reduced is not None:
+        _apply(spec_data, study_file.reduced.set, "reduced.set")
+    if len(set(backends.values())) > 1:
+        listed = ", ".join(f"{where} = {value}" for where, value in backends.items())
+        raise SpecError(next(iter(backends)), f"variants of one point pin different backends ({listed})")
+    levels = {name: level.label for name, level in zip(axis_names, combination, strict=True)}
+    parameters = {name for name, axis in study_file.axes.items() if isinstance(axis, ParameterAxis)}
+    return StudyPoint(
+        index,
+        point_name(levels, parameters),
+        overrides,
+        spec_data,
+        backend=next(iter(backends.values()), None),
+        levels=levels,
+        transforms=tuple(transforms),
+    )
+
+
+def point_name(levels: dict[str, str], parameters: set[str]) -> str:
+    """`gpt3-175b_H2_nic_gbps=100`: variant names as they are, parameter values as axis=value."""
+    parts = [f"{axis}={label}" if axis in parameters else label for axis, label in levels.items()]
+    return re.sub(r"[^A-Za-z0-9_.=+-]+", "-", "_".join(parts))[:150]
+
+
+def _apply(spec_data: dict[str, Any], overrides: dict[str, Any], where: str) -> None:
+    for key, value in overrides.items():
+        set_path(spec_data, key, value, where)

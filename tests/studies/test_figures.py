@@ -1,0 +1,114 @@
+"""Declared figures come out as real PNGs of the declared size, with something drawn on them; a
+figure that no successful point matches is skipped, not drawn empty."""
+
+from __future__ import annotations
+
+import pytest
+
+from astra_hetero.studies.checks import columns_of
+from astra_hetero.studies.figures import DPI, render_figure
+from astra_hetero.studies.plan import plan_study
+from astra_hetero.studies.schema import FigureLayout
+from astra_hetero.studies.table import ResultsTable, Row, add_derived
+from tests.conftest import make_spec_data
+
+
+def synthetic_table(tmp_path, failed=()) -> ResultsTable:
+    study = plan_study(
+        {
+            "name": "synthetic",
+            "title": "synthetic",
+            "base": make_spec_data(),
+            "axes": {
+                "nic_gbps": {"path": "cluster.node_groups[1].nic.gbps", "values": [100, 200, 400]},
+                "model": [{"name": "small"}, {"name": "large"}],
+            },
+            "derived": [{"name": "vs_100", "of": "iteration_time_us", "relative_to": {"nic_gbps": 100}}],
+        },
+        tmp_path,
+    )
+    rows = []
+    for point in study.points:
+        nic, size = float(point.levels["nic_gbps"]), 1.0 if point.levels["model"] == "small" else 3.0
+        values = {
+            "iteration_time_us": size * (1000 + 4e5 / nic),
+            "mean_compute_us": size * 1000,
+            "mean_exposed_comm_us": size * 4e5 / nic,
+            "mean_idle_us": 50.0,
+        }
+        status = "failed" if point.name in failed else "ok"
+        rows.append(Row(point.name, point.levels, "embedded", status, "", values if status == "ok" else {}))
+    for derived in study.file.derived:
+        rows = add_derived(rows, derived, [a.name for a in study.axes])
+    return ResultsTable(study, columns_of(study.file), tuple(rows))
+
+
+def read_png(path):
+    from matplotlib.image import imread
+
+    return imread(path)
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        {"kind": "bar", "x": "nic_gbps", "y": ["iteration_time_us"], "series": "model"},
+        {"kind": "bar", "x": "nic_gbps", "y": ["vs_100"], "panels": "model", "reference_lines": [-5, 5]},
+        {
+            "kind": "stacked_bar",
+            "x": "nic_gbps",
+            "y": ["mean_compute_us", "mean_exposed_comm_us", "mean_idle_us"],
+            "panels": "model",
+        },
+        {
+            "kind": "line",
+            "x": "nic_gbps",
+            "y": ["iteration_time_us", "mean_compute_us"],
+            "where": {"model": "large"},
+        },
+    ],
+)
+def test_each_kind_draws_a_png_of_the_declared_size_with_content(tmp_path, layout):
+    figure = FigureLayout(name="f", title="what it shows", **layout)
+    path = render_figure(figure, synthetic_table(tmp_path), tmp_path / "f.png")
+    image = read_png(path)
+    height, width = image.shape[:2]
+    assert height == round(4.6 * DPI)
+    assert 2.5 * DPI <= width <= 16 * DPI
+    non_white = (image[..., :3].min(axis=2) < 0.9).mean()
+    assert 0.02 < non_white < 0.9  # bars/lines and text, on a mostly white canvas
+
+
+def test_failed_points_leave_gaps_and_no_matching_point_skips_the_figure(tmp_path):
+    table = synthetic_table(tmp_path, failed={"nic_gbps=200_small"})
+    figure = FigureLayout(
+        name="f", title="t", kind="bar", x="nic_gbps", y=["iteration_time_us"], series="model"
+    )
+    assert render_figure(figure, table, tmp_path / "f.png") is not None
+    nothing = FigureLayout(
+        name="g",
+        title="t",
+        kind="bar",
+        x="nic_gbps",
+        y=["iteration_time_us"],
+        where={"model": "small", "nic_gbps": 200},
+    )
+    assert render_figure(nothing, table, tmp_path / "g.png") is None
+    assert not (tmp_path / "g.png").exists()
+
+
+def test_derived_columns_compare_against_the_point_differing_only_on_the_reference_axes(tmp_path):
+    table = synthetic_table(tmp_path)
+    by_name = {r.point: r.values for r in table.rows}
+    small_400 = by_name["nic_gbps=400_small"]
+    small_100 = by_name["nic_gbps=100_small"]
+    expected = (
+        100
+        * (small_400["iteration_time_us"] - small_100["iteration_time_us"])
+        / small_100["iteration_time_us"]
+    )
+    assert small_400["vs_100"] == pytest.approx(expected)
+    assert small_100["vs_100"] == 0.0
+    assert by_name["nic_gbps=400_large"]["vs_100"] == pytest.approx(expected)  # 3x both: same ratio
+    failed = synthetic_table(tmp_path, failed={"nic_gbps=100_large"})
+    assert "vs_100" not in {r.point: r.values for r in failed.rows}["nic_gbps=400_large"]
