@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from astra_hetero import pipeline
-from astra_hetero.backends.embedded.engine import Engine
+from astra_hetero.backends.embedded.backend import EmbeddedBackend
 from astra_hetero.backends.embedded.rundir_reader import read_run_dir
 from astra_hetero.planner.comm import P2P, CommModel, Op
 from astra_hetero.spec import parse_spec
@@ -17,57 +17,64 @@ from astra_hetero.spec.devices import enumerate_devices
 from tests.conftest import make_spec_data
 
 
-def simulated(tmp_path: Path, model: str, **parallelism: object):
-    """(spec, simulator input, every communication the engine ran) of the 16-GPU mixed cluster."""
+def simulated(tmp_path: Path, model: str, nodes: int = 2, **parallelism: object):
+    """(spec, simulator input, every communication the engine ran) of the mixed cluster with `nodes`
+    nodes of four GPUs in each of its two groups."""
     data = make_spec_data(collectives={"model": model})
+    for group in data["cluster"]["node_groups"]:
+        group["count"] = nodes
     data["parallelism"] = {**data["parallelism"], **parallelism}
     spec = parse_spec(data)
     run_dir = pipeline.build_run_dir(spec, tmp_path / "run")
-    sim = read_run_dir(run_dir.root, 1)
-    return spec, sim, Engine(sim).run().comms
+    sim = read_run_dir(run_dir.root)
+    engine, _ = EmbeddedBackend(fold=False)._engine(sim, None)  # every rank, as written
+    return spec, sim, engine.run().comms
+
+
+# the engine rounds each phase of a collective to whole nanoseconds; the planner sums unrounded phases
+ROUNDING = 1e-3
 
 
 @pytest.mark.parametrize("model", ["nccl", "ideal"])
 def test_collectives_take_their_time_alone_or_together_as_in_the_engine(tmp_path, model):
-    """TP collectives run inside one node with nothing else on its links: each takes its time alone.
-    The two TP ranks' data-parallel all-reduces of one bucket start together across nodes: they take
-    their time together, no less than either alone."""
-    spec, sim, comms = simulated(tmp_path, model, tp=2, pp=1, dp=4, global_batch_size=8)
+    """A TP collective (inside one node) takes its time alone; the two TP indices' data-parallel
+    all-reduces of one bucket start together across nodes and take their time together, no less than
+    either alone. Other traffic sharing their links can only slow them, so each is never faster than
+    predicted, and one of each kind that has its links to itself takes exactly that."""
+    spec, sim, comms = simulated(tmp_path, model, nodes=1, tp=2, pp=1, dp=4, global_batch_size=8)
     model_times = CommModel(spec, enumerate_devices(spec.cluster))
-    tp_seen = dp_seen = 0
+    fastest: dict[tuple[object, ...], tuple[int, float]] = {}
     for comm in comms:
         if comm.kind == "send_recv":
             continue
         members = sim.groups[comm.group]
-        duration = comm.end_ns - comm.start_ns
         if len(members) == 2:  # a TP pair
-            assert duration == model_times.alone_ns(Op(members, comm.kind, comm.size))
-            tp_seen += 1
+            predicted = model_times.alone_ns(Op(members, comm.kind, comm.size))
         else:  # dp: ranks of one TP index on the four replicas; both TP indices at once
-            peers = tuple(r + 1 for r in members)
+            peers = tuple(r ^ 1 for r in members)  # the same replicas' other TP index
             both = [Op(members, comm.kind, comm.size), Op(peers, comm.kind, comm.size)]
-            assert duration == model_times.together_ns(both) >= model_times.alone_ns(both[0])
-            dp_seen += 1
-    assert tp_seen and dp_seen
+            predicted = model_times.together_ns(both)
+            assert predicted >= model_times.alone_ns(both[0])
+        key = (len(members), comm.kind, comm.size)
+        duration = comm.end_ns - comm.start_ns
+        assert duration >= predicted * (1 - ROUNDING)
+        fastest[key] = min(fastest.get(key, (duration, predicted)), (duration, predicted))
+    exact = {key[0] for key, (d, p) in fastest.items() if d == pytest.approx(p, rel=ROUNDING)}
+    assert exact == {2, 4}  # TP pairs and DP groups both run alone at some point
 
 
 def test_sends_of_a_cells_tp_ranks_take_their_time_together(tmp_path):
+    """Both TP ranks of a cell send to the next stage at once and take their time together; other
+    traffic on their links can only slow them, and the fastest such pair takes exactly that."""
     spec, sim, comms = simulated(tmp_path, "nccl", tp=2, pp=2, dp=4, global_batch_size=8)
     model_times = CommModel(spec, enumerate_devices(spec.cluster))
     sends = [c for c in comms if c.kind == "send_recv"]
-    assert sends
+    gaps = []
     for comm in sends:
         src, dst = _endpoints(comm)
-        pair = [Op((src, dst), P2P, comm.size), Op((src + 1, dst + 1), P2P, comm.size)]
-        assert comm.end_ns - comm.start_ns == model_times.together_ns(pair)
-
-
-def test_ideal_and_nccl_models_price_the_same_collective_differently():
-    spec = parse_spec(make_spec_data())
-    ideal = parse_spec(make_spec_data(collectives={"model": "ideal"}))
-    devices = enumerate_devices(spec.cluster)
-    op = Op((0, 4, 8, 12), "all_reduce", 64 * 2**20)
-    assert CommModel(spec, devices).alone_ns(op) != CommModel(ideal, devices).alone_ns(op)
+        pair = [Op((src, dst), P2P, comm.size), Op((src ^ 1, dst ^ 1), P2P, comm.size)]
+        gaps.append(comm.end_ns - comm.start_ns - model_times.together_ns(pair))
+    assert sends and min(gaps) == 0
 
 
 def _endpoints(comm) -> tuple[int, int]:
