@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING
 from astra_hetero.backends.base import backend_names
 from astra_hetero.errors import SpecError
 from astra_hetero.studies.columns import METRIC_NAMES, METRICS, Column
-from astra_hetero.studies.schema import Derived, FigureLayout, StudyFile, TableLayout, Variant, Where
+from astra_hetero.studies.schema import (
+    Derived,
+    FigureLayout,
+    PlanTransform,
+    StudyFile,
+    TableLayout,
+    Variant,
+    Where,
+)
 
 if TYPE_CHECKING:
     from astra_hetero.studies.plan import AxisInfo
@@ -48,6 +56,7 @@ def check_study(study_file: StudyFile, axes: Sequence[AxisInfo]) -> None:
     for name, axis in study_file.axes.items():
         if isinstance(axis, list):
             _check_backends(name, axis, valid_backends)
+            _check_plan_transforms(name, axis)
     columns = {c.name: c for c in METRICS}
     for i, derived in enumerate(study_file.derived):
         where = f"derived[{i}]"
@@ -70,6 +79,19 @@ def _check_backends(axis: str, variants: list[Variant], valid: list[str]) -> Non
         if variant.backend is not None and variant.backend not in valid:
             raise SpecError(
                 f"axes.{axis}[{i}].backend", f"unknown backend {variant.backend!r}; valid: {', '.join(valid)}"
+            )
+
+
+def _check_plan_transforms(axis: str, variants: list[Variant]) -> None:
+    for i, variant in enumerate(variants):
+        transform = variant.transform
+        if not isinstance(transform, PlanTransform) or transform.pick != "baseline":
+            continue
+        if not transform.search.baseline or transform.search.planner == "homogeneous":
+            raise SpecError(
+                f"axes.{axis}[{i}].transform.search",
+                "pick: baseline needs the search to find the homogeneous-assumption baseline "
+                "(baseline: true, and a planner other than homogeneous)",
             )
 
 

@@ -54,13 +54,15 @@ class AxisInfo:
 class StudyPoint(SweepPoint):
     levels: dict[str, str] = field(default_factory=dict)  # axis -> label
     transforms: tuple[Transform, ...] = ()
+    workspace: str | None = None  # where transforms keep work shared between points (OUT/plans)
 
     def spec(self) -> Spec:
         from astra_hetero.studies.transforms import apply_transform
 
         spec = super().spec()
+        workspace = Path(self.workspace) if self.workspace is not None else None
         for transform in self.transforms:
-            spec = apply_transform(spec, transform)
+            spec = apply_transform(spec, transform, workspace)
         return spec
 
 
@@ -90,6 +92,7 @@ def plan_study(data: Any, directory: Path, reduced: bool = False, source: Path |
 
     if not isinstance(data, dict):
         raise SpecError("", f"a study file must be a mapping, got {type(data).__name__}")
+    data = import_axes(data, directory)
     try:
         study_file = StudyFile.model_validate(data)
     except ValidationError as exc:
@@ -110,6 +113,48 @@ def plan_study(data: Any, directory: Path, reduced: bool = False, source: Path |
         clash = next(n for n in names if names.count(n) > 1)
         raise SpecError("axes", f"two points would share the name {clash!r}; rename a variant")
     return Study(study_file, kept, points, reduced, source)
+
+
+def import_axes(data: dict[str, Any], directory: Path) -> dict[str, Any]:
+    """`data` with each axis written `{from: FILE, axis: NAME}` replaced by that axis of the study file
+    FILE (relative to `directory`; NAME defaults to the axis's own name), as written there."""
+    axes = data.get("axes")
+    if not isinstance(axes, dict) or not any(_imported(axis) for axis in axes.values()):
+        return data
+    resolved = {
+        name: _import_axis(name, axis, directory) if _imported(axis) else axis for name, axis in axes.items()
+    }
+    return {**data, "axes": resolved}
+
+
+def _imported(axis: Any) -> bool:
+    return isinstance(axis, dict) and "from" in axis
+
+
+def _import_axis(name: str, axis: dict[str, Any], directory: Path) -> Any:
+    where = f"axes.{name}"
+    unknown = sorted(set(axis) - {"from", "axis"})
+    if unknown:
+        raise SpecError(
+            f"{where}.{unknown[0]}", "unknown key; an imported axis has `from` and optionally `axis`"
+        )
+    if not isinstance(axis["from"], str):
+        raise SpecError(f"{where}.from", "must be the path of a study file (relative to this one)")
+    wanted = axis.get("axis", name)
+    path = directory / axis["from"]
+    other = read_yaml(path, f"{where}.from", "study file")
+    axes = other.get("axes") if isinstance(other, dict) else None
+    axes = axes if isinstance(axes, dict) else {}
+    if wanted not in axes:
+        raise SpecError(
+            f"{where}.axis", f"{path} has no axis {wanted!r}; its axes: {', '.join(axes) or 'none'}"
+        )
+    found = axes[wanted]
+    if _imported(found):
+        raise SpecError(
+            f"{where}.from", f"{path} imports axis {wanted!r} in turn; import it from where it is defined"
+        )
+    return found
 
 
 def value_label(value: Any) -> str:

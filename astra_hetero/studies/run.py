@@ -25,6 +25,7 @@ from astra_hetero.sweep.plan import Sweep
 from astra_hetero.sweep.run import PointOutcome, run_local, run_on_ray
 
 POINTS_DIR = "points"
+PLANS_DIR = "plans"  # the plan searches of `plan` transforms, shared by the points (planning.py)
 RECORD = "study-point.json"
 RECORD_FORMAT = "astra-hetero/study-point@1"
 # Backend options that change a result; the others (timeout, timeline) only change whether one comes.
@@ -52,6 +53,10 @@ def resolve_backends(study: Study, backend: str | None) -> tuple[StudyPoint, ...
     else the study file's, else embedded."""
     default = backend or study.file.backend or "embedded"
     return tuple(dataclasses.replace(p, backend=p.backend or default) for p in study.points)
+
+
+def plans_dir(out: Path) -> Path:
+    return Path(out) / PLANS_DIR
 
 
 def inputs_digest(point: StudyPoint, options: dict[str, Any]) -> str:
@@ -98,7 +103,8 @@ def run_study(
     on_outcome = on_outcome or (lambda outcome: None)
     root = points_dir(out)
     root.mkdir(parents=True, exist_ok=True)
-    points = resolve_backends(study, backend)
+    workspace = str(plans_dir(out).resolve())
+    points = tuple(dataclasses.replace(p, workspace=workspace) for p in resolve_backends(study, backend))
     digests = {p.name: inputs_digest(p, options) for p in points}
     outcomes: dict[str, StudyOutcome] = {}
     pending = []

@@ -20,8 +20,12 @@ results (derived columns) and how to show them (tables and figures).
 
 A variant may also pin its `backend` (a packet-level point beside an embedded one) and apply a
 `transform` to its spec once the overrides are in place. Transforms run when the point runs, in the
-worker, so that an expensive one (a plan search) runs in parallel like the simulations do; a new kind
-of point (say, the plan a planner picks) is a new transform kind, not a new file format.
+worker, so that an expensive one (a plan search, `kind: plan`) runs in parallel like the simulations
+do; a new kind of point is a new transform kind, not a new file format.
+
+An axis may also be taken from another study file, `level: {from: heterogeneity_levels.yaml}`
+(optionally `axis: NAME` when it is named differently there), so that two studies share one
+definition of their levels (see plan.py).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, PositiveFloat, Tag
+
+from astra_hetero.planner.settings import SearchSettings
 
 NAME = r"^[A-Za-z0-9_.+=-]+$"  # safe in directory names and CSV headers
 IDENTIFIER = r"^[a-z][a-z0-9_]*$"
@@ -46,8 +52,38 @@ class HomogenizeTransform(Strict):
     device: Literal["most_common", "average"]
 
 
-# One kind for now; the next kind joins as `Annotated[A | B, Field(discriminator="kind")]`.
-Transform = HomogenizeTransform
+class PlanTransform(Strict):
+    """The plan `astra-hetero plan` picks for the point's cluster, model and global batch (see
+    planning.py): its best plan, or the homogeneous-assumption baseline it also finds (the best plan
+    when every GPU is taken for the cluster's most common one, layers and micro-batches split
+    uniformly over the cluster in order, then run on the real cluster). One search serves both picks."""
+
+    kind: Literal["plan"]
+    pick: Literal["best", "baseline"] = Field(description="the search's best plan, or its baseline")
+    search: SearchSettings = Field(  # type: ignore[valid-type]
+        default_factory=SearchSettings,
+        description="the planner's `search:` section (its time_budget_s caps the search's time)",
+    )
+
+
+# Tagged by `kind`; the tags look like type names ("[" inside) so that error paths leave them out.
+_TRANSFORM_TAGS = {"homogenize": "HomogenizeTransform[kind]", "plan": "PlanTransform[kind]"}
+
+
+def _transform_kind(value: Any) -> str | None:
+    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+    return _TRANSFORM_TAGS.get(kind) if isinstance(kind, str) else None
+
+
+Transform = Annotated[
+    Annotated[HomogenizeTransform, Tag(_TRANSFORM_TAGS["homogenize"])]
+    | Annotated[PlanTransform, Tag(_TRANSFORM_TAGS["plan"])],
+    Discriminator(
+        _transform_kind,
+        custom_error_type="transform_kind",
+        custom_error_message=f"kind must be one of: {', '.join(_TRANSFORM_TAGS)}",
+    ),
+]
 
 
 class Variant(Strict):

@@ -1,5 +1,7 @@
 """Transforms: a point's spec turned into another one when the point runs (in the worker).
 
+`plan` replaces the point's plan by the one the planner picks (planning.py).
+
 `homogenize` builds what a homogeneous simulator would be given for the same cluster and plan. Every
 node keeps its place (group names, node counts, GPUs per node, so mappings stay valid) and the network
 keeps its shape (topology, nodes per leaf, oversubscription; spines and uplinks follow from the NICs as
@@ -21,17 +23,22 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from astra_hetero.spec import Spec, parse_spec
 from astra_hetero.spec.schema import NodeGroupSpec
-from astra_hetero.studies.schema import HomogenizeTransform, Transform
+from astra_hetero.studies.schema import HomogenizeTransform, PlanTransform, Transform
 
 
-def apply_transform(spec: Spec, transform: Transform) -> Spec:
-    handlers: dict[type, Callable[[Spec, Any], Spec]] = {HomogenizeTransform: homogenize}
-    return handlers[type(transform)](spec, transform)
+def apply_transform(spec: Spec, transform: Transform, workspace: Path | None = None) -> Spec:
+    """`spec` transformed; `workspace` is where a transform may keep work for other points (plans)."""
+    if isinstance(transform, PlanTransform):
+        from astra_hetero.studies.planning import planned_spec
+
+        return planned_spec(spec, transform, workspace)
+    return homogenize(spec, transform)
 
 
 def homogenize(spec: Spec, transform: HomogenizeTransform) -> Spec:

@@ -73,7 +73,7 @@ def outputs(tmp_path_factory):
 
 
 def test_every_shipped_study_has_a_reduced_version_and_validates():
-    assert SHIPPED == ["heterogeneity_impact", "heterogeneity_levels", "packet_fidelity"]
+    assert SHIPPED == ["heterogeneity_impact", "heterogeneity_levels", "packet_fidelity", "planner_gains"]
     for name in SHIPPED:
         full, reduced = (
             load_study(STUDIES / f"{name}.yaml"),
@@ -130,3 +130,16 @@ def test_packet_fidelity_on_the_embedded_backend(outputs):
         packets = value(rows, f"{cluster}_flow-packets", "flow_vs_packet_pct")
         assert 0 < packets < 15
         assert value(rows, f"{cluster}_flow-calibrated", "flow_vs_packet_pct") > packets
+
+
+def test_planner_gains(outputs):
+    rows = run_reduced("planner_gains", outputs / "gains")
+    for level in ("H0", "H4"):
+        planner = value(rows, f"planner_llama-65b_{level}", "iteration_time_us")
+        assert value(rows, f"planner_llama-65b_{level}", "speedup_over") == 1
+        assert value(rows, f"homogeneous_llama-65b_{level}", "iteration_time_us") >= planner
+    # all GPUs alike: knowing them apart gains at most what finer layer splits give
+    assert value(rows, "homogeneous_llama-65b_H0", "speedup_over") < 1.1
+    # a third of the GPUs are PCIe L40S: a planner blind to that loads them as much as the H100s
+    assert value(rows, "homogeneous_llama-65b_H4", "speedup_over") > 1.2
+    assert len(list((outputs / "gains" / "plans").glob("*/picks.json"))) == 2  # one search per level
