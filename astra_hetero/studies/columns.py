@@ -4,6 +4,7 @@ from a point's result."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from astra_hetero.results.model import RunResult
 from astra_hetero.results.report import time_unit
@@ -30,6 +31,14 @@ METRICS: tuple[Column, ...] = (
     Column("max_idle_us", "idle (bubbles, waiting), most of any rank", "us"),
     Column("num_ranks", "ranks", ""),
     Column("num_layers_simulated", "transformer layers simulated", ""),
+    # the plan the point ran (its manifest): what a `plan` transform chose, for one
+    Column("plan_tp", "tensor-parallel degree", ""),
+    Column("plan_pp", "pipeline stages", ""),
+    Column("plan_dp", "data-parallel replicas", ""),
+    Column("plan_micro_batch_size", "sequences per micro-batch", ""),
+    Column("plan_virtual_stages", "virtual stages per pipeline rank (interleaving)", ""),
+    Column("gpus_used", "GPUs that run the plan", ""),
+    Column("tokens_per_s", "training throughput", "tokens/s"),
     Column("wall_time_s", "simulator wall time", "s"),
     # ns-3 points only (backends/astrasim/ns3_outputs.py)
     Column("ns3_flows", "ns-3 flows (messages)", ""),
@@ -40,17 +49,43 @@ METRICS: tuple[Column, ...] = (
 METRIC_NAMES = tuple(c.name for c in METRICS)
 
 
-def result_metrics(result: RunResult, num_layers_simulated: int | None = None) -> dict[str, float]:
-    """The sweep's metrics of a result plus the busiest rank's figures and the simulator's wall time."""
+def result_metrics(result: RunResult, manifest: dict[str, Any] | None = None) -> dict[str, float]:
+    """The sweep's metrics of a result plus the busiest rank's figures, the simulator's wall time and,
+    from the run directory's manifest, the plan that ran (and its throughput, for a whole iteration)."""
     metrics = {
         **sweep_metrics(result),
         "max_compute_us": max(r.compute_us for r in result.ranks),
         "max_exposed_comm_us": max(r.exposed_comm_us for r in result.ranks),
     }
-    if num_layers_simulated is not None:
-        metrics["num_layers_simulated"] = num_layers_simulated
+    metrics.update(plan_metrics(manifest or {}, result.iteration_time_us))
     if result.wall_time_s is not None:
         metrics["wall_time_s"] = result.wall_time_s
+    return metrics
+
+
+def plan_metrics(manifest: dict[str, Any], iteration_time_us: float) -> dict[str, float]:
+    metrics: dict[str, float] = {}
+    layers = manifest.get("layers_per_stage")
+    if isinstance(layers, list):
+        metrics["num_layers_simulated"] = sum(layers)
+    parallelism = manifest.get("parallelism")
+    if not isinstance(parallelism, dict):
+        return metrics
+    for key in ("tp", "pp", "dp", "micro_batch_size", "virtual_stages"):
+        if isinstance(parallelism.get(key), int):
+            metrics[f"plan_{key}"] = parallelism[key]
+    idle = manifest.get("idle_ranks")
+    if isinstance(manifest.get("num_ranks"), int):
+        metrics["gpus_used"] = manifest["num_ranks"] - (len(idle) if isinstance(idle, list) else 0)
+    model, batch = manifest.get("model"), parallelism.get("global_batch_size")
+    seq_len = model.get("seq_len") if isinstance(model, dict) else None
+    if (
+        manifest.get("scope") is None
+        and isinstance(batch, int)
+        and isinstance(seq_len, int)
+        and iteration_time_us > 0
+    ):
+        metrics["tokens_per_s"] = batch * seq_len / (iteration_time_us * 1e-6)
     return metrics
 
 

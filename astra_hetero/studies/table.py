@@ -9,7 +9,6 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from astra_hetero import rundir
@@ -83,18 +82,12 @@ def _row(outcome: StudyOutcome) -> Row:
         return Row(status="failed", error=first_line(outcome.error) or "failed", **base)
     try:
         result = read_result(outcome.run_dir)
-        values = result_metrics(result, _layers_simulated(outcome.run_dir))
+        values = result_metrics(result, rundir.RunDir(outcome.run_dir).read_manifest())
         stats = read_ns3_outputs(outcome.run_dir) if point.backend == "ns3" else None
     except AstraHeteroError as exc:
         return Row(status="failed", error=first_line(str(exc)), **base)
     values.update(stats.as_columns() if stats else {})
     return Row(status="ok", values=values, warnings=result.warnings, **base)
-
-
-def _layers_simulated(run_dir: Path) -> int | None:
-    manifest = rundir.RunDir(run_dir).read_manifest()
-    layers = manifest.get("layers_per_stage")
-    return sum(layers) if isinstance(layers, list) else None
 
 
 def add_derived(rows: list[Row], derived: Derived, axes: list[str]) -> list[Row]:

@@ -216,3 +216,15 @@ def test_an_imported_axis_names_what_is_wrong(tmp_path):
         assert error.value.field == field
     data["axes"]["level"] = {"from": "other.yaml"}
     assert [p.levels["level"] for p in plan_study(data, tmp_path).points] == ["a", "a"]
+
+
+def test_each_row_says_which_plan_ran_and_its_throughput(gains):
+    study, out, outcomes, rows = gains
+    for name, row in rows.items():
+        spec = yaml.safe_load((points_dir(out) / name / "spec.yaml").read_text())
+        parallelism = spec["parallelism"]
+        for key in ("tp", "pp", "dp", "micro_batch_size"):
+            assert float(row[f"plan_{key}"]) == parallelism[key]
+        assert float(row["gpus_used"]) == 8  # the search uses every GPU by default
+        tokens = parallelism["global_batch_size"] * spec["model"]["seq_len"]
+        assert float(row["tokens_per_s"]) * float(row["iteration_time_us"]) * 1e-6 == pytest.approx(tokens)
