@@ -19,10 +19,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from astra_hetero.errors import SpecError
+from astra_hetero.planner.settings import SearchSettings
 from astra_hetero.spec import Spec
 from astra_hetero.spec.load import spec_error_from_validation
 from astra_hetero.spec.yamlfile import read_yaml
-from astra_hetero.studies.schema import ParameterAxis, StudyFile, Transform, Variant
+from astra_hetero.studies.schema import ParameterAxis, PlanTransform, Reduced, StudyFile, Transform, Variant
 from astra_hetero.sweep.plan import SweepPoint, base_data, set_path
 
 
@@ -101,6 +102,7 @@ def plan_study(data: Any, directory: Path, reduced: bool = False, source: Path |
         raise SpecError("reduced", "this study has no reduced version; run it without --reduced")
     axes = tuple(_axis_info(name, axis) for name, axis in study_file.axes.items())
     check_study(study_file, axes)
+    _check_reduced_search(study_file)
     kept = _kept_axes(axes, study_file, reduced)
     base = base_data(study_file.base, directory)
     _apply(base, study_file.set, "set")
@@ -240,7 +242,7 @@ def _point(
         _apply(spec_data, variant.set, f"axes.{name}[{position}].set")
         overrides.update(variant.set)
         if variant.transform is not None:
-            transforms.append(variant.transform)
+            transforms.append(_reduced_transform(variant.transform, study_file.reduced if reduced else None))
         if variant.backend is not None:
             backends[f"axes.{name}[{position}].backend"] = variant.backend
     if reduced and study_file.reduced is not None:
@@ -265,6 +267,35 @@ def point_name(levels: dict[str, str], parameters: set[str]) -> str:
     """`gpt3-175b_H2_nic_gbps=100`: variant names as they are, parameter values as axis=value."""
     parts = [f"{axis}={label}" if axis in parameters else label for axis, label in levels.items()]
     return re.sub(r"[^A-Za-z0-9_.=+-]+", "-", "_".join(parts))[:150]
+
+
+def _check_reduced_search(study_file: StudyFile) -> None:
+    """`reduced.search` fits every `plan` transform, whether or not the reduced study is asked for."""
+    if study_file.reduced is None or not study_file.reduced.search:
+        return
+    transforms = [
+        v.transform
+        for axis in study_file.axes.values()
+        if isinstance(axis, list)
+        for v in axis
+        if isinstance(v.transform, PlanTransform)
+    ]
+    if not transforms:
+        raise SpecError("reduced.search", "the study has no `plan` transform for it to narrow")
+    for transform in transforms:
+        _reduced_transform(transform, study_file.reduced)
+
+
+def _reduced_transform(transform: Transform, reduced: Reduced | None) -> Transform:
+    """A `plan` transform with the reduced study's search settings in place of its own."""
+    if reduced is None or not reduced.search or not isinstance(transform, PlanTransform):
+        return transform
+    settings = {**transform.search.model_dump(exclude_unset=True), **reduced.search}
+    try:
+        return transform.model_copy(update={"search": SearchSettings.model_validate(settings)})
+    except ValidationError as exc:
+        error = spec_error_from_validation(exc)
+        raise SpecError(f"reduced.search.{error.field}".rstrip("."), error.reason) from None
 
 
 def _apply(spec_data: dict[str, Any], overrides: dict[str, Any], where: str) -> None:

@@ -164,6 +164,9 @@ class Reduced(Strict):
     axes: dict[str, list[str | int | float]] = Field(
         default_factory=dict, description="keep only these values of the axes named"
     )
+    search: dict[str, Any] = Field(
+        default_factory=dict, description="search settings that replace those of every `plan` transform"
+    )
 
 
 class StudyFile(Strict):

@@ -198,6 +198,24 @@ def test_the_shipped_study_imports_study_2s_levels_and_models_unchanged():
     assert picks == {"planner": ["best"], "homogeneous": ["baseline"], "uniform": []}
     reduced = load_study(STUDIES / "planner_gains.yaml", reduced=True)
     assert {p.levels["level"] for p in reduced.points} == {"H0", "H4"}
+    # the reduced study narrows every search; what it does not name stays as the full study has it
+    full_search = study.points[0].transforms[0].search
+    for point in reduced.points:
+        search = point.transforms[0].search
+        assert search.tp == 8 and search.max_simulations == 6 and search.baseline_simulations == 3
+        assert search.mapping == full_search.mapping and search.layers == full_search.layers
+
+
+def test_the_reduced_search_is_checked(tmp_path):
+    data = gains_study() | {"reduced": {"description": "less", "search": {"max_simulations": 0}}}
+    for reduced in (False, True):  # checked with the file, whether or not the reduced study is run
+        with pytest.raises(SpecError) as error:
+            plan_study(data, tmp_path, reduced=reduced)
+        assert error.value.field == "reduced.search.max_simulations"
+    data["axes"]["plan"], data["derived"] = [{"name": "written"}], []
+    with pytest.raises(SpecError) as error:
+        plan_study(data, tmp_path)
+    assert error.value.field == "reduced.search" and "no `plan` transform" in str(error.value)
 
 
 def test_an_imported_axis_names_what_is_wrong(tmp_path):
