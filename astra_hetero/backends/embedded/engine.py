@@ -91,8 +91,12 @@ class Engine:
                     flow_done(flow, now)
             else:
                 phase_done(payload, now)
+        return self._outcome()
+
+    def _outcome(self) -> EngineOutcome:
         if -1 in self.end_ns:
             raise SimulationDeadlock(deadlock_report(self.w, self.end_ns, self.pending))
+        queue = self.queue
         return EngineOutcome(
             self._finish_times(),
             self.compute_ns,

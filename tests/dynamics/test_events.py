@@ -1,0 +1,107 @@
+"""`dynamics:` and `iterations:` in a spec: valid events load, bad ones are refused naming the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from astra_hetero.errors import SpecError
+from astra_hetero.spec import parse_spec
+from tests.conftest import make_spec_data
+
+NIC = {"event": "link_rate", "node_group": "a100", "node": 0, "kind": "nic", "factor": 0.25}
+
+
+def spec_with(*events, **extra):
+    return parse_spec(make_spec_data(dynamics=list(events), **extra))
+
+
+def test_the_issue_example_loads():
+    spec = spec_with(
+        {**NIC, "start_ms": 0, "end_ms": 200},
+        {"event": "device_slowdown", "node_group": "h100", "factor": 0.5, "start_ms": 100},
+        {
+            "event": "background_traffic",
+            "from": {"node_group": "a100", "node": 0},
+            "to": {"node_group": "h100", "node": 1},
+            "gbps": 100,
+            "start_ms": 0,
+        },
+        {"event": "jitter", "distribution": "lognormal", "sigma": 0.05, "seed": 7},
+        iterations=5,
+    )
+    assert [e.event for e in spec.dynamics] == [
+        "link_rate",
+        "device_slowdown",
+        "background_traffic",
+        "jitter",
+    ]
+    assert spec.dynamics[0].end_ms == 200 and spec.dynamics[1].end_ms is None
+    assert spec.iterations == 5
+
+
+def test_a_spec_without_dynamics_is_static():
+    spec = parse_spec(make_spec_data())
+    assert spec.dynamics == [] and spec.iterations == 1
+
+
+@pytest.mark.parametrize(
+    "event, field, reason",
+    [
+        ({**NIC, "node_group": "v100"}, "dynamics[0].node_group", "unknown node group 'v100'"),
+        ({**NIC, "node": 2}, "dynamics[0].node", "node 2 outside 0..1"),
+        ({**NIC, "factor": -0.5}, "dynamics[0].factor", "greater than or equal to 0"),
+        ({**NIC, "start_ms": 5, "end_ms": 2}, "dynamics[0].end_ms", "must be after start_ms"),
+        ({**NIC, "kind": "wifi"}, "dynamics[0].kind", ""),
+        ({**NIC, "spine": 0}, "dynamics[0]", "spine selects uplinks"),
+        ({"event": "link_rate", "kind": "nic", "factor": 0.5}, "dynamics[0]", "needs node_group"),
+        (
+            {"event": "device_slowdown", "ranks": [16], "factor": 0.5},
+            "dynamics[0].ranks[0]",
+            "rank 16 outside",
+        ),
+        (
+            {"event": "device_slowdown", "node_group": "h100", "factor": 0},
+            "dynamics[0].factor",
+            "greater than 0",
+        ),
+        ({"event": "device_slowdown", "factor": 0.5}, "dynamics[0]", "exactly one"),
+        (
+            {
+                "event": "background_traffic",
+                "from": {"node_group": "a100"},
+                "to": {"node_group": "h100", "node": 9},
+                "gbps": 10,
+            },
+            "dynamics[0].to.node",
+            "node 9 outside",
+        ),
+        (
+            {
+                "event": "background_traffic",
+                "from": {"node_group": "a100"},
+                "to": {"node_group": "a100"},
+                "gbps": 10,
+            },
+            "dynamics[0].to",
+            "two different nodes",
+        ),
+        (
+            {"event": "jitter", "distribution": "normal", "sigma": 0.1},
+            "dynamics[0].distribution",
+            "lognormal",
+        ),
+        ({"event": "jitter", "sigma": 0.1, "color": 1}, "dynamics[0].color", "unknown field"),
+        ({"event": "earthquake"}, "dynamics[0]", "earthquake"),
+    ],
+)
+def test_bad_events_are_refused_naming_the_field(event, field, reason):
+    with pytest.raises(SpecError) as info:
+        spec_with(event)
+    assert info.value.field == field
+    assert reason in str(info.value)
+
+
+def test_iterations_must_be_a_positive_count():
+    with pytest.raises(SpecError) as info:
+        parse_spec(make_spec_data(iterations=0))
+    assert info.value.field == "iterations"
