@@ -73,3 +73,15 @@ def test_astrasim_backends_refuse_events_and_iterations_before_launching(tmp_pat
     refuse_dynamics(tmp_path / "static", "analytical", None)
     with pytest.raises(RunDirError, match="iterations 4: the analytical backend simulates one iteration"):
         refuse_dynamics(tmp_path / "static", "analytical", 4)
+
+
+def test_folding_splits_the_classes_a_slowdown_touches(tmp_path):
+    from astra_hetero.backends.embedded.backend import EmbeddedBackend
+
+    build_run_dir(
+        parse_spec(small_spec(dynamics=[{**SLOW_NODE1, "start_ms": 0.5}], iterations=2)), tmp_path / "run"
+    )
+    folded = EmbeddedBackend(fold=True).run(tmp_path / "run").result
+    plain = EmbeddedBackend(fold=False).run(tmp_path / "run").result
+    assert folded.iterations == plain.iterations
+    assert [r.finish_us for r in folded.ranks] == [r.finish_us for r in plain.ranks]

@@ -52,7 +52,13 @@ class DynamicEngine(Engine):
         self.num_iterations = iterations
         ends = [*w.offsets[1:], len(w.kinds)]
         self.lengths = [end - first for first, end in zip(w.offsets, ends, strict=True)]
-        self.left = list(self.lengths)
+        bounds = w.successor_bounds
+        self.sinks = [
+            sum(1 for g in range(f, e) if bounds[g] == bounds[g + 1])
+            for f, e in zip(w.offsets, ends, strict=True)
+        ]
+        self.left = list(self.sinks)  # sinks of the current iteration still to complete, per rank
+        self.count_sinks = True
         self.iteration = [0] * len(w.ranks)
         self.iteration_ends: list[list[int]] = [[] for _ in w.ranks]
         self.ranks_left = sum(1 for n in self.lengths if n)
@@ -138,7 +144,49 @@ class DynamicEngine(Engine):
             "that brings them back up (give that link_rate event an end_ms)"
         )
 
-    # --- compute under slowdowns and jitter ------------------------------------------------------------
+    # --- iterations ----------------------------------------------------------------------------------
+    def _sink_done(self, g: int, now: int) -> None:
+        """Every node precedes a sink (a node without successors) of its rank, so the rank's iteration
+        is done when its last sink completes."""
+        rank = self.rank_of[g]
+        self.left[rank] -= 1
+        if not self.left[rank]:
+            self._iteration_done(rank, now)
+
+    def _iteration_done(self, rank: int, now: int) -> None:
+        self.iteration_ends[rank].append(now)
+        if self.iteration[rank] + 1 == self.num_iterations:
+            self.ranks_left -= 1
+            return
+        self.iteration[rank] += 1
+        first, n = self.w.offsets[rank], self.lengths[rank]
+        end = first + n
+        if self.keep_history:
+            self.history.append((rank, self.start_ns[first:end], self.end_ns[first:end]))
+        self.pending[first:end] = self.w.num_deps[first:end]
+        self.start_ns[first:end] = [-1] * n
+        self.end_ns[first:end] = [-1] * n
+        self.left[rank] = self.sinks[rank]
+        for root in self.roots_of[rank]:
+            self._ready(root, now)
+
+
+class TimedComputeEngine(DynamicEngine):
+    """A dynamic engine whose compute runs slower at times (device slowdowns) or per kernel (jitter):
+    every compute start goes through `_compute_end` instead of the inlined static duration."""
+
+    def _complete(self, g: int, now: int) -> None:
+        self.end_ns[g] = now
+        first, end = self.successor_bounds[g], self.successor_bounds[g + 1]
+        if first == end:
+            self._sink_done(g, now)
+            return
+        pending = self.pending
+        for s in self.successors[first:end]:
+            pending[s] -= 1
+            if not pending[s]:
+                self._ready(s, now)
+
     def _compute_end(self, rank: int, g: int, now: int) -> int:
         work = self.durations_ns[g]
         if self.jitter is not None and work:
@@ -165,32 +213,17 @@ class DynamicEngine(Engine):
             else:
                 self.busy[rank] = False
 
-    # --- iterations ----------------------------------------------------------------------------------
-    def _complete(self, g: int, now: int) -> None:
-        self.end_ns[g] = now
-        pending = self.pending
-        for s in self.successors[self.successor_bounds[g] : self.successor_bounds[g + 1]]:
-            pending[s] -= 1
-            if not pending[s]:
-                self._ready(s, now)
-        rank = self.rank_of[g]
-        self.left[rank] -= 1
-        if not self.left[rank]:
-            self._iteration_done(rank, now)
 
-    def _iteration_done(self, rank: int, now: int) -> None:
-        self.iteration_ends[rank].append(now)
-        if self.iteration[rank] + 1 == self.num_iterations:
-            self.ranks_left -= 1
-            return
-        self.iteration[rank] += 1
-        first, n = self.w.offsets[rank], self.lengths[rank]
-        end = first + n
-        if self.keep_history:
-            self.history.append((rank, self.start_ns[first:end], self.end_ns[first:end]))
-        self.pending[first:end] = self.w.num_deps[first:end]
-        self.start_ns[first:end] = [-1] * n
-        self.end_ns[first:end] = [-1] * n
-        self.left[rank] = n
-        for root in self.roots_of[rank]:
-            self._ready(root, now)
+def dynamic_engine(
+    workload: FlatWorkload,
+    comm: PlainComm | FoldedComm,
+    dynamics: Dynamics,
+    iterations: int,
+    router: Router | None,
+    max_comm_in_flight: int = 0,
+    keep_history: bool = True,
+) -> DynamicEngine:
+    """The engine for `dynamics`: compute goes through the timed path only when some event changes it."""
+    timed = dynamics.of_kind("device_slowdown", "jitter")
+    kind = TimedComputeEngine if timed else DynamicEngine
+    return kind(workload, comm, dynamics, iterations, router, max_comm_in_flight, keep_history)

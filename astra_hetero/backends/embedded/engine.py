@@ -74,6 +74,11 @@ class Engine:
         self.sends: dict[tuple[int, int, int], deque[Comm]] = {}
         self.recvs: dict[tuple[int, int, int], deque[int]] = {}
         self.done: list[Comm] = []
+        # a node without successors completing calls `_sink_done` (a rank's last sink ends its iteration)
+        self.count_sinks = False
+
+    def _sink_done(self, g: int, now: int) -> None:
+        """Overridden by the engine that runs several iterations (`dynamic_engine`)."""
 
     def run(self) -> EngineOutcome:
         for g in self.w.roots:
@@ -181,6 +186,8 @@ class Engine:
         self.end_ns[g] = now
         first, end = self.successor_bounds[g], self.successor_bounds[g + 1]
         if first == end:
+            if self.count_sinks:
+                self._sink_done(g, now)
             return
         pending, kinds, busy, rank_of = self.pending, self.kinds, self.busy, self.rank_of
         for s in self.successors[first:end]:
