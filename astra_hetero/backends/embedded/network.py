@@ -211,8 +211,14 @@ class DynamicNetwork(FlowNetwork):
     """A network whose capacities change during the run (`set_capacities`); flows take their solo
     rate from the capacities of the moment they start, not from plans made for the static network."""
 
+    def __init__(self, capacities: list[float]) -> None:
+        super().__init__(capacities)
+        self.static = list(capacities)
+        self.rescaled = False  # some capacity differs from the static one the plans' solo rates used
+
     def add(self, flow: Flow, now: int) -> list[Flow]:
-        flow.solo_rate = solo_rate(flow.links, self.capacity)
+        if self.rescaled:
+            flow.solo_rate = solo_rate(flow.links, self.capacity)
         return super().add(flow, now)
 
     def set_capacities(self, capacities: dict[int, float], now: int) -> list[Flow]:
@@ -224,6 +230,7 @@ class DynamicNetwork(FlowNetwork):
             f.updated_at = now
         for link, capacity in capacities.items():
             self.capacity[link] = capacity
+        self.rescaled = self.capacity != self.static
         links = [link for link, users in enumerate(self.users) if users]
         for link in links:
             self.demand[link] = 0.0
