@@ -41,7 +41,7 @@ def run_dynamic(
     output = backend.output(sim, simulated, outcome, time.perf_counter() - started, ends, spans)
     meta = {**output.result.meta, "iterations": iterations}
     if unfold and backend.fold:
-        meta["folding"] = "off: events on links, background traffic or jitter differ rank by rank"
+        meta["folding_off"] = "events on links, background traffic or jitter: simulated rank by rank"
     result = dataclasses.replace(output.result, events=_event_records(engine, dynamics), meta=meta)
     return RunOutput(result, output.spans)
 
