@@ -104,7 +104,7 @@ class BackgroundTraffic(_Event):
     to: Endpoint
     gbps: Gbps
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, serialize_by_alias=True)
 
 
 class Jitter(_Event):

@@ -58,6 +58,13 @@ class Problem:
     source: Path | None = None
 
     @property
+    def bounds_hold(self) -> bool:
+        """Whether a plan's lower bound (of one static iteration) bounds its simulated time. Under
+        `dynamics:` (a faster link, jitter below 1) or over several iterations (the next one starts
+        while the last ranks finish) the simulated mean can be lower: bounds then prune nothing."""
+        return not self.base.dynamics and self.base.iterations == 1
+
+    @property
     def num_gpus(self) -> int:
         return len(self.devices)
 
