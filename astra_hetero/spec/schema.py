@@ -23,6 +23,7 @@ from astra_hetero.spec.types import (
     Gbps,
     GbytesPerS,
     Gib,
+    Iterations,
     KernelOverheadUs,
     Kilobytes,
     LatencyNs,
@@ -558,4 +559,4 @@ class Spec(Strict):
     dynamics: list[DynamicEvent] = Field(
         default_factory=list, description="timed events: link rates, slow GPUs, background traffic, jitter"
     )
-    iterations: Count = Field(1, description="back-to-back training iterations to simulate")
+    iterations: Iterations = Field(1, description="back-to-back training iterations to simulate")

@@ -105,3 +105,30 @@ def test_iterations_must_be_a_positive_count():
     with pytest.raises(SpecError) as info:
         parse_spec(make_spec_data(iterations=0))
     assert info.value.field == "iterations"
+
+
+def test_too_many_iterations_for_the_work_limit_are_refused_naming_iterations():
+    from astra_hetero.bounds import WorkLimits, WorkTooLarge, check_work
+
+    spec = parse_spec(make_spec_data(iterations=100))
+    check_work(spec, WorkLimits())  # 100 iterations of the tiny model fit
+    with pytest.raises(WorkTooLarge) as info:
+        check_work(spec, WorkLimits(max_rank_nodes=5_000))
+    assert info.value.field == "iterations"
+
+
+def test_the_spec_written_into_a_run_directory_loads_back_with_its_events(tmp_path):
+    from astra_hetero.pipeline import build_run_dir
+    from astra_hetero.spec import load_spec
+
+    background = {
+        "event": "background_traffic",
+        "from": {"node_group": "a100", "node": 0},
+        "to": {"node_group": "h100", "node": 1},
+        "gbps": 50,
+        "start_ms": 1,
+    }
+    spec = spec_with(background, NIC, iterations=2)
+    build_run_dir(spec, tmp_path / "run")
+    again = load_spec(tmp_path / "run/spec.yaml")
+    assert again.dynamics == spec.dynamics and again.iterations == 2
