@@ -24,27 +24,16 @@ def with_dynamics(root, events, iterations=1):
     return root
 
 
-def link_rate(lines, factor, start_ns=0, end_ns=None, index=0):
-    return {
-        "index": index,
-        "event": "link_rate",
-        "start_ns": start_ns,
-        "end_ns": end_ns,
-        "links": lines,
-        "factor": factor,
-        "ranks": [],
-    }
+def timed(event, start_ns=0, end_ns=None, index=0, **fields):
+    return {"index": index, "event": event, "start_ns": start_ns, "end_ns": end_ns, "ranks": [], **fields}
 
 
-def slowdown(ranks, factor, start_ns=0, end_ns=None, index=0):
-    return {
-        "index": index,
-        "event": "device_slowdown",
-        "start_ns": start_ns,
-        "end_ns": end_ns,
-        "ranks": ranks,
-        "factor": factor,
-    }
+def link_rate(lines, factor, **times):
+    return timed("link_rate", links=lines, factor=factor, **times)
+
+
+def slowdown(ranks, factor, **times):
+    return timed("device_slowdown", ranks=ranks, factor=factor, **times)
 
 
 @pytest.fixture(params=[True, False], ids=["folded", "plain"])

@@ -214,16 +214,6 @@ class TimedComputeEngine(DynamicEngine):
                 self.busy[rank] = False
 
 
-def dynamic_engine(
-    workload: FlatWorkload,
-    comm: PlainComm | FoldedComm,
-    dynamics: Dynamics,
-    iterations: int,
-    router: Router | None,
-    max_comm_in_flight: int = 0,
-    keep_history: bool = True,
-) -> DynamicEngine:
+def engine_class(dynamics: Dynamics) -> type[DynamicEngine]:
     """The engine for `dynamics`: compute goes through the timed path only when some event changes it."""
-    timed = dynamics.of_kind("device_slowdown", "jitter")
-    kind = TimedComputeEngine if timed else DynamicEngine
-    return kind(workload, comm, dynamics, iterations, router, max_comm_in_flight, keep_history)
+    return TimedComputeEngine if dynamics.of_kind("device_slowdown", "jitter") else DynamicEngine

@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from astra_hetero.backends.embedded.backend import SPAN_KINDS
-from astra_hetero.backends.embedded.dynamic_engine import DynamicEngine, dynamic_engine
+from astra_hetero.backends.embedded.dynamic_engine import DynamicEngine, engine_class
 from astra_hetero.backends.embedded.dynamics_input import NETWORK_KINDS, Dynamics
 from astra_hetero.backends.embedded.folding import fold
 from astra_hetero.backends.embedded.rundir_reader import SimInput
@@ -32,7 +32,7 @@ def run_dynamic(
         folding = fold(sim, backend.workers, rank_keys=keys)
     workload, comm, simulated = backend.setup(sim, folding)
     router = simulated.planner.router if folding is None else None
-    engine = dynamic_engine(
+    engine = engine_class(dynamics)(
         workload, comm, dynamics, iterations, router, sim.max_comm_in_flight, keep_history=backend.timeline
     )
     outcome = engine.run()
