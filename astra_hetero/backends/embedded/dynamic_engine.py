@@ -7,11 +7,15 @@ kernel a slowdown interrupts) times its jitter draw; link rate changes and backg
 timed events that re-solve the max-min rates at their instant (`network.DynamicNetwork`). A flow
 whose every path is down waits; a run left with only waiting flows fails naming the links.
 
-The static engine keeps its inlined hot paths; this subclass replaces them with plain calls through
-`_compute_end`, which only runs when a directory has dynamics or several iterations.
+`DynamicEngine` runs on the static engine's inlined hot paths: a rank's iteration ends when the last
+of its sinks (nodes without successors; every node precedes one) completes, reported through the
+engine's `_sink_done` hook. Only `TimedComputeEngine`, chosen when a slowdown or jitter changes compute
+times, replaces the compute paths with plain calls through `_compute_end`.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from astra_hetero.backends.embedded import events
 from astra_hetero.backends.embedded.commmodel import FoldedComm, PlainComm
@@ -52,11 +56,8 @@ class DynamicEngine(Engine):
         self.num_iterations = iterations
         ends = [*w.offsets[1:], len(w.kinds)]
         self.lengths = [end - first for first, end in zip(w.offsets, ends, strict=True)]
-        bounds = w.successor_bounds
-        self.sinks = [
-            sum(1 for g in range(f, e) if bounds[g] == bounds[g + 1])
-            for f, e in zip(w.offsets, ends, strict=True)
-        ]
+        is_sink = np.diff(np.asarray(w.successor_bounds, dtype=np.int64)) == 0
+        self.sinks = np.bincount(np.asarray(w.rank_of)[is_sink], minlength=len(w.ranks)).tolist()
         self.left = list(self.sinks)  # sinks of the current iteration still to complete, per rank
         self.count_sinks = True
         self.iteration = [0] * len(w.ranks)
@@ -72,11 +73,10 @@ class DynamicEngine(Engine):
         self.jitter = Jitter(jitters, w.ranks, self.lengths) if jitters else None
         self.changes: list[LinkChange] = []
         self.backgrounds: list[Background] = []
-        if router is not None:
-            members = bundle_members(router)
-            self.changes = link_changes(dynamics, router, members)
-            self.backgrounds = background_flows(dynamics, router, members, len(comm.capacities))
         self.members = bundle_members(router) if router is not None else []
+        if router is not None:
+            self.changes = link_changes(dynamics, router, self.members)
+            self.backgrounds = background_flows(dynamics, router, self.members, len(comm.capacities))
         self.router = router
         self.net = DynamicNetwork([*comm.capacities, *background_capacities(self.backgrounds)])
         self._background_flow: dict[int, Flow] = {}
