@@ -85,3 +85,22 @@ def test_folding_splits_the_classes_a_slowdown_touches(tmp_path):
     plain = EmbeddedBackend(fold=False).run(tmp_path / "run").result
     assert folded.iterations == plain.iterations
     assert [r.finish_us for r in folded.ranks] == [r.finish_us for r in plain.ranks]
+
+
+@pytest.mark.parametrize("backend", ["analytical", "analytical-unaware", "ns3"])
+def test_the_astrasim_backends_refuse_before_looking_for_a_binary(tmp_path, backend):
+    from astra_hetero.backends.base import create_backend
+
+    build_run_dir(parse_spec(small_spec(dynamics=[SLOW_NODE1])), tmp_path / "run")
+    runner = create_backend(backend, bin_dir=str(tmp_path / "nowhere"))
+    with pytest.raises(RunDirError, match=rf"dynamics\[0\] \(device_slowdown\): the {backend} backend"):
+        runner.run(tmp_path / "run")
+
+
+def test_a_bad_event_exits_2_naming_the_field(tmp_path, capsys):
+    spec_path = tmp_path / "spec.yaml"
+    bad = {"event": "link_rate", "node_group": "h100", "node": 5, "kind": "nic", "factor": 0.5}
+    spec_path.write_text(yaml.safe_dump(small_spec(dynamics=[bad])))
+    assert main(["run", str(spec_path), "-o", str(tmp_path / "run"), "--quiet"]) == 2
+    assert "dynamics[0].node" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
