@@ -34,6 +34,7 @@ from astra_hetero.backends.embedded.timed import (
     link_changes,
     speed_profiles,
 )
+from astra_hetero.backends.embedded.tracefile import KIND_COMP
 from astra_hetero.backends.embedded.workload import FlatWorkload
 from astra_hetero.errors import SimulationDeadlock
 
@@ -181,16 +182,25 @@ class TimedComputeEngine(DynamicEngine):
         if first == end:
             self._sink_done(g, now)
             return
-        pending = self.pending
+        pending, kinds, busy, rank_of = self.pending, self.kinds, self.busy, self.rank_of
         for s in self.successors[first:end]:
             pending[s] -= 1
-            if not pending[s]:
+            if pending[s]:
+                continue
+            if kinds[s] == KIND_COMP:  # the most frequent case of `_ready`, without its dispatch
+                rank = rank_of[s]
+                if busy[rank]:
+                    self.ready_compute[rank].append(s)
+                else:
+                    self._start_compute(rank, s, now)
+            else:
                 self._ready(s, now)
 
     def _compute_end(self, rank: int, g: int, now: int) -> int:
         work = self.durations_ns[g]
-        if self.jitter is not None and work:
-            work = round(work * self.jitter.factor(rank, self.iteration[rank], g - self.w.offsets[rank], now))
+        jitter = self.jitter
+        if jitter is not None and work:
+            work = round(work * jitter.factor(rank, self.iteration[rank], g - self.w.offsets[rank], now))
         profile = self.profiles[rank]
         return profile.finish(now, work) if profile is not None else now + work
 

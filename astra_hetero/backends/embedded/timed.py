@@ -70,18 +70,18 @@ class Jitter:
     def factor(self, row: int, iteration: int, local: int, now: int) -> float:
         f = 1.0
         for k, e in enumerate(self.events):
-            if e.active(now):
-                f *= self._draws(k, row, iteration)[local]
+            if e.start_ns <= now and (e.end_ns is None or now < e.end_ns):  # `e.active(now)`, inlined
+                draws = self._cache.get((k, row, iteration))
+                f *= (draws if draws is not None else self._draws(k, row, iteration))[local]
         return f
 
     def _draws(self, k: int, row: int, iteration: int) -> list[float]:
-        key = (k, row, iteration)
-        draws = self._cache.get(key)
-        if draws is None:
-            e = self.events[k]
-            rng = np.random.default_rng([e.seed, self.ranks[row], iteration])
-            draws = self._cache[key] = np.exp(rng.normal(0.0, e.sigma, self.lengths[row])).tolist()
-            self._cache.pop((k, row, iteration - 1), None)  # a rank never looks back
+        e = self.events[k]
+        rng = np.random.default_rng([e.seed, self.ranks[row], iteration])
+        draws = self._cache[(k, row, iteration)] = np.exp(
+            rng.normal(0.0, e.sigma, self.lengths[row])
+        ).tolist()
+        self._cache.pop((k, row, iteration - 1), None)  # a rank never looks back
         return draws
 
 
