@@ -1,8 +1,9 @@
 """Cost of dynamics (issue 10): the embedded engine on one run directory, static against with events.
 
 GPT-3 175B on 64 H100 + 64 A100 (examples/gpt3_175b_128gpu_mixed.yaml) is built once per variant; the
-variants differ only in `dynamics.json`. Each figure is the best CPU time of `--repeat` in-process runs
-of the embedded backend (no trace.json), so that start-up and the shared machine's load count least.
+variants differ only in `dynamics.json`. Each figure is the best CPU time over `--repeat` rounds of
+in-process runs of the embedded backend (no trace.json); a round runs every variant once, so that a
+change in the shared machine's load hits all of them alike.
 
 The comparison that measures the dynamic engine is against the static run *in the same simulation
 mode*: a device slowdown keeps folding (it splits the classes it touches), while events on links,
@@ -59,15 +60,11 @@ VARIANTS: dict[str, tuple[list[dict], int]] = {
 }
 
 
-def best_cpu(run_dir: Path, repeat: int, fold: bool = True) -> tuple[float, float]:
-    """Best CPU seconds over `repeat` runs, and the run's mean iteration time (ms)."""
-    best, ms = float("inf"), 0.0
-    for _ in range(repeat):
-        started = time.process_time()
-        result = EmbeddedBackend(timeline=False, fold=fold).run(run_dir).result
-        best = min(best, time.process_time() - started)
-        ms = result.iteration_time_us / 1000
-    return best, ms
+def cpu_run(run_dir: Path, fold: bool = True) -> tuple[float, float]:
+    """CPU seconds of one run, and its mean iteration time (ms)."""
+    started = time.process_time()
+    result = EmbeddedBackend(timeline=False, fold=fold).run(run_dir).result
+    return time.process_time() - started, result.iteration_time_us / 1000
 
 
 def main() -> None:
@@ -78,26 +75,34 @@ def main() -> None:
     args = parser.parse_args()
     base = load_spec(SPEC)
     with tempfile.TemporaryDirectory(prefix="dynamics-bench-") as work:
-        results = {}
+        runs: dict[str, tuple[Path, bool]] = {}
         for name, (events, iterations) in VARIANTS.items():
             spec = base.model_validate(
                 {**base.model_dump(by_alias=True), "dynamics": events, "iterations": iterations}
             )
-            run_dir = Path(work) / f"v{len(results)}"
+            run_dir = Path(work) / f"v{len(runs)}"
             build_run_dir(spec, run_dir)
-            results[name] = (run_dir, *best_cpu(run_dir, args.repeat))
-        static_dir, static_cpu, static_ms = results["static"]
-        plain_cpu, _ = best_cpu(static_dir, args.repeat, fold=False)
-        print(f"{SPEC.name}: best of {args.repeat} CPU times (shared machine: compare ratios)")
-        print(f"  static, folded            {static_cpu:6.2f} s   iteration {static_ms:9.1f} ms")
-        print(f"  static, rank by rank      {plain_cpu:6.2f} s")
-        for name, (_, cpu, ms) in list(results.items())[1:]:
-            folded = name.startswith("device_slowdown") or name.startswith("3 iterations")
-            same_mode = static_cpu if folded else plain_cpu
-            if name.startswith("3 iterations"):
-                same_mode *= 3
+            runs[name] = (run_dir, True)
+        runs["static, rank by rank"] = (runs["static"][0], False)
+        # rounds over every variant, so that a change in the machine's load hits them all alike
+        best = dict.fromkeys(runs, float("inf"))
+        ms: dict[str, float] = {}
+        for _ in range(args.repeat):
+            for name, (run_dir, fold) in runs.items():
+                cpu, ms[name] = cpu_run(run_dir, fold)
+                best[name] = min(best[name], cpu)
+        static_cpu, plain_cpu = best["static"], best["static, rank by rank"]
+        print(f"{SPEC.name}: best of {args.repeat} rounds, CPU seconds (shared machine: compare ratios)")
+        print(f"  static, folded              {static_cpu:6.2f} s   iteration {ms['static']:9.1f} ms")
+        print(f"  static, rank by rank        {plain_cpu:6.2f} s")
+        for name in VARIANTS:
+            if name == "static":
+                continue
+            cpu = best[name]
+            folded = name.startswith(("device_slowdown", "3 iterations"))
+            same_mode = (static_cpu if folded else plain_cpu) * (3 if name.startswith("3 iterations") else 1)
             print(
-                f"  {name:52s} {cpu:6.2f} s   iteration {ms:9.1f} ms   "
+                f"  {name:52s} {cpu:6.2f} s   iteration {ms[name]:9.1f} ms   "
                 f"{cpu / same_mode - 1:+6.1%} vs static in the same mode"
                 + ("" if folded else f", {cpu / static_cpu:4.1f}x the folded static run")
                 + (" (per iteration)" if name.startswith("3 iterations") else "")
