@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from astra_hetero.dynamics.selection import check_dynamics
 from astra_hetero.errors import SpecError
 from astra_hetero.planner.settings import SearchSettings
 from astra_hetero.spec.devices import Device, enumerate_devices
@@ -96,6 +97,7 @@ def problem_from_data(data: Any, source: Path | None = None) -> Problem:
         error = spec_error_from_validation(exc)
         raise SpecError(f"search.{error.field}".rstrip("."), error.reason) from None
     base = validate_sections(data, source)
+    check_dynamics(base)  # a bad event is the spec's error, not every candidate's
     devices = tuple(enumerate_devices(base.cluster))
     problem = Problem(base, settings, device_classes(base), devices, source)
     _check_settings(problem)

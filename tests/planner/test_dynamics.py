@@ -3,6 +3,9 @@ under them, and static lower bounds (which need not hold then) prune nothing."""
 
 from __future__ import annotations
 
+import pytest
+
+from astra_hetero.errors import SpecError
 from astra_hetero.planner.base import Budget
 from astra_hetero.planner.cache import PlanCache
 from astra_hetero.planner.candidate import plan_spec
@@ -41,3 +44,10 @@ def test_branch_and_bound_prunes_by_no_static_bound_under_dynamics():
     assert planned.tally.total(Reason.BOUND) == 0
     assert planned.best is not None and exhaustive.best is not None
     assert planned.best.time_us == exhaustive.best.time_us
+
+
+def test_a_bad_event_is_the_problems_error_before_any_plan():
+    bad = {**SLOW_H100, "node_group": "v100"}
+    with pytest.raises(SpecError) as info:
+        problem_from_data(plan_data(SPACE, dynamics=[bad]))
+    assert info.value.field == "dynamics[0].node_group"
