@@ -176,6 +176,13 @@ def check_work(
             f"micro-batches × {spec.model.num_layers:,} layers over {work.ranks:,} GPUs), more than "
             f"--max-rank-nodes {limits.max_rank_nodes:,}; make the run smaller or raise the limit",
         )
+    if workload and spec.iterations > 1 and per_rank * spec.iterations > limits.max_rank_nodes:
+        raise WorkTooLarge(
+            "iterations",
+            f"{spec.iterations:,} iterations of about {_count(per_rank)} nodes per rank would simulate "
+            f"about {_count(per_rank * spec.iterations)} nodes per rank, more than --max-rank-nodes "
+            f"{limits.max_rank_nodes:,}; run fewer iterations or raise the limit",
+        )
     if (workload or topology) and work.network_links > limits.max_links:
         raise WorkTooLarge(
             work.links_field,

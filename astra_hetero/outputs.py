@@ -39,6 +39,7 @@ RUN_PARTS: dict[str, tuple[str, ...]] = {
         rundir.WORKLOAD_DIR,
         rundir.CALIBRATION,
         rundir.NCCL_TESTS_DIR,
+        rundir.DYNAMICS,
     ),
     "topology": (rundir.NS3_DIR, rundir.ANALYTICAL_DIR, rundir.TOPOLOGY_PNG),
     "result": (rundir.RESULT, rundir.TIMELINE, rundir.LOGS_DIR, rundir.REPORT_DIR),

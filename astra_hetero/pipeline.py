@@ -101,6 +101,11 @@ def _write_workload(spec: Spec, path: Path, progress: bool) -> None:
 
     with _progress_bar(spec.cluster.num_gpus, "writing traces", progress) as advance:
         write_workload(spec, path, advance)
+    if spec.dynamics or spec.iterations > 1:
+        from astra_hetero.dynamics.selection import dynamics_document
+        from astra_hetero.topology import checked_graph
+
+        rundir.write_json_atomic(path / rundir.DYNAMICS, dynamics_document(spec, checked_graph(spec)))
 
 
 def _write_topology(spec: Spec, path: Path, draw: bool) -> None:

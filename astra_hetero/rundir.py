@@ -13,6 +13,7 @@ A run directory is what every backend executes. Its paths are a contract with ot
     analytical/network_1d.yml, analytical/system_1d.json     one dimension (congestion-aware)
     analytical/approximations.json  per network file, what ASTRA-sim was told only as a bottleneck
     analytical/remote_memory.json
+    dynamics.json                   timed events resolved to ranks and topology.txt link lines; iterations
     calibration.csv                 a copy of the spec's calibration table, if it has one
     result.json, trace.json, logs/  written by `run`
     .astra-hetero.json              marks the directory as ours: its parts and their inputs (outputs.py)
@@ -55,6 +56,7 @@ ANALYTICAL_SYSTEM_1D = "analytical/system_1d.json"
 APPROXIMATIONS = "analytical/approximations.json"
 REMOTE_MEMORY = "analytical/remote_memory.json"
 NS3_RUN_OUTPUTS = ("ns3/mix.tr", "ns3/fct.txt", "ns3/pfc.txt", "ns3/qlen.txt")  # written by ns-3 as it runs
+DYNAMICS = "dynamics.json"  # the spec's dynamics resolved to ranks and topology links, and iterations
 RESULT = "result.json"
 TIMELINE = "trace.json"
 LOGS_DIR = "logs"

@@ -13,7 +13,7 @@ from astra_hetero.results.io import read_result
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 # The 1024-GPU example is exercised by benchmarks/ (it takes tens of seconds); every other runs here.
-SMALL = ["gpt3_13b_16xh100", "llama65b_mixed_32gpu", "llama2_70b_h100_l40s"]
+SMALL = ["gpt3_13b_16xh100", "llama65b_mixed_32gpu", "llama2_70b_h100_l40s", "dynamics_nic_flap"]
 
 
 @pytest.fixture(scope="module")
@@ -54,3 +54,13 @@ def test_capability_aware_partition_recovers_part_of_the_loss(gpt3_runs):
     uniform = gpt3_runs["gpt3_175b_128gpu_mixed"].iteration_time_us
     auto = gpt3_runs["gpt3_175b_128gpu_mixed_auto"].iteration_time_us
     assert twin < auto < uniform
+
+
+def test_the_nic_flap_example_slows_the_iterations_its_events_overlap_and_recovers(tmp_path):
+    out = tmp_path / "flap"
+    assert main(["run", str(EXAMPLES / "dynamics_nic_flap.yaml"), "-o", str(out), "--quiet"]) == 0
+    times = [it["time_us"] for it in read_result(out).iterations]
+    steady = times[-1]
+    assert len(times) == 10 and times[1] == pytest.approx(steady)  # events 0-1 end inside iteration 0
+    assert times[0] > 1.5 * steady  # a NIC of the slowest group down, then at a quarter rate
+    assert times[2] > steady and times[5] > steady  # background traffic; the throttled A100 node

@@ -12,6 +12,7 @@ from astra_hetero.cli.options import (
     add_force_argument,
     add_limit_arguments,
     limits_from,
+    positive_int,
     positive_seconds,
 )
 from astra_hetero.errors import RunDirError
@@ -43,6 +44,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="embedded backend: simulate every rank instead of one per class of interchangeable ranks "
         "(the reference the folded simulation is checked against)",
+    )
+    parser.add_argument(
+        "--iterations",
+        type=positive_int,
+        help="simulate this many back-to-back iterations (overrides the spec's `iterations:`)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_force_argument(parser)
@@ -88,13 +94,16 @@ def simulate(args: argparse.Namespace) -> tuple[Path, RunResult]:
 
 
 def backend_options(args: argparse.Namespace) -> dict[str, object]:
+    iterations = getattr(args, "iterations", None)
+    extra: dict[str, object] = {} if iterations is None else {"iterations": iterations}
     if args.backend == "embedded":
-        return {"fold": not getattr(args, "no_fold", False)}
+        return {"fold": not getattr(args, "no_fold", False), **extra}
     return {
         "binary": args.binary,
         "bin_dir": args.bin_dir,
         "docker_image": args.docker,
         "timeout_s": args.timeout,
+        **extra,
     }
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from astra_hetero.dynamics.selection import check_dynamics
 from astra_hetero.errors import SpecError
 from astra_hetero.planner.settings import SearchSettings
 from astra_hetero.spec.devices import Device, enumerate_devices
@@ -58,6 +59,13 @@ class Problem:
     source: Path | None = None
 
     @property
+    def bounds_hold(self) -> bool:
+        """Whether a plan's lower bound (of one static iteration) bounds its simulated time. Under
+        `dynamics:` (a faster link, jitter below 1) or over several iterations (the next one starts
+        while the last ranks finish) the simulated mean can be lower: bounds then prune nothing."""
+        return not self.base.dynamics and self.base.iterations == 1
+
+    @property
     def num_gpus(self) -> int:
         return len(self.devices)
 
@@ -89,6 +97,7 @@ def problem_from_data(data: Any, source: Path | None = None) -> Problem:
         error = spec_error_from_validation(exc)
         raise SpecError(f"search.{error.field}".rstrip("."), error.reason) from None
     base = validate_sections(data, source)
+    check_dynamics(base)  # a bad event is the spec's error, not every candidate's
     devices = tuple(enumerate_devices(base.cluster))
     problem = Problem(base, settings, device_classes(base), devices, source)
     _check_settings(problem)

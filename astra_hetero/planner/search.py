@@ -136,6 +136,8 @@ class _Ranked:
         if self.margin is None:
             self.outcome.stopped = (
                 "space exhausted: every candidate simulated or bounded out (the best is optimal in the space)"
+                if self.problem.bounds_hold
+                else "space exhausted: every candidate simulated (the best is optimal in the space)"
             )
         else:
             self.outcome.stopped = (
@@ -166,7 +168,7 @@ class _Ranked:
 
     def _skip(self, item: Trial | Branch) -> Reason | None:
         """Why a candidate (or a whole branch) need not be simulated, if it need not."""
-        if item.bound_us >= self.best:
+        if self.problem.bounds_hold and item.bound_us >= self.best:
             return Reason.BOUND
         if self.margin is not None and self.samples >= MIN_RATIO_SAMPLES:
             if item.estimate_us * self.ratio * (1 - self.margin) >= self.best:
@@ -258,7 +260,7 @@ def _refine(
                     walk.tally.add(found)
                     continue
                 outcome.num_feasible += 1
-                if found.bound_us >= best:
+                if problem.bounds_hold and found.bound_us >= best:
                     outcome.tally.add(Infeasible(Reason.BOUND))
                 else:
                     children.append((parent, found))

@@ -67,6 +67,10 @@ class RunResult:
     wall_time_s: float | None = None
     time_unit_note: str = "times in microseconds; ASTRA-sim cycles are nanoseconds"
     meta: dict[str, Any] = field(default_factory=dict)
+    # per iteration {index, time_us} (iteration_time_us is their mean); empty where a backend ran one
+    iterations: tuple[dict[str, Any], ...] = ()
+    # per dynamics event {index, event, start_us, end_us, ranks, links}: what each one touched
+    events: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("ranks", "collectives")}
@@ -76,6 +80,8 @@ class RunResult:
         data["ranks"] = [dict(r.__dict__) for r in self.ranks]
         data["collectives"] = [dict(c.__dict__) for c in self.collectives]
         data["warnings"] = list(self.warnings)
+        data["iterations"] = [dict(i) for i in self.iterations]
+        data["events"] = [dict(e) for e in self.events]
         return data
 
     @classmethod
@@ -85,7 +91,16 @@ class RunResult:
         ranks = tuple(RankResult(**r) for r in data.pop("ranks"))
         collectives = tuple(CollectiveStat(**c) for c in data.pop("collectives", []))
         warnings = tuple(data.pop("warnings", []))
-        return cls(ranks=ranks, collectives=collectives, warnings=warnings, **data)
+        iterations = tuple(data.pop("iterations", []))
+        events = tuple(data.pop("events", []))
+        return cls(
+            ranks=ranks,
+            collectives=collectives,
+            warnings=warnings,
+            iterations=iterations,
+            events=events,
+            **data,
+        )
 
     @property
     def num_ranks(self) -> int:

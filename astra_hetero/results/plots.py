@@ -38,6 +38,11 @@ def write_plots(results: Sequence[tuple[str, RunResult]], out_dir: Path) -> list
         plot_rank_breakdown(s.result, out_dir / f"ranks-{name}.png", s.label)
         for s, name in zip(summaries, names, strict=True)
     ]
+    paths += [
+        save_figure(iteration_series_figure(s.result, s.label), out_dir / f"iterations-{name}.png")
+        for s, name in zip(summaries, names, strict=True)
+        if len(s.result.iterations) > 1 or s.result.events
+    ]
     paths.append(plot_stage_times(summaries, out_dir / "stages.png"))
     if len(summaries) >= 2:
         paths.append(plot_iteration_times(summaries, out_dir / "iteration.png"))
@@ -149,6 +154,48 @@ def iteration_times_figure(summaries: Sequence[RunSummary]) -> Figure:
     return fig
 
 
+def iteration_series_figure(result: RunResult, label: str = "") -> Figure:
+    """Time of each iteration of one run, with the iterations each dynamics event overlaps shaded."""
+    times = [it["time_us"] for it in result.iterations] or [result.iteration_time_us]
+    scale, unit = time_unit(max(times))
+    fig = new_figure(width=min(4.0 + 0.25 * len(times), 14.0), height=4.0)
+    ax = fig.subplots()
+    ax.plot(range(len(times)), [t / scale for t in times], marker="o", color=PARTS[0][1], label="iteration")
+    ends, total = [], 0.0
+    for t in times:
+        total += t
+        ends.append(total)
+    colors = ("#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
+    for k, event in enumerate(result.events):
+        first, last = event_iterations(ends, event["start_us"], event["end_us"])
+        ax.axvspan(
+            first - 0.45,
+            last + 0.45,
+            color=colors[k % len(colors)],
+            alpha=0.2,
+            label=f"dynamics[{event['index']}] {event['event']}",
+        )
+    ax.set_ylim(0, max(times) / scale * 1.15)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel(f"iteration time ({unit})")
+    ax.set_title(f"{label or result.backend}: time of each iteration", fontsize="medium")
+    if len(times) <= 30:
+        ax.set_xticks(range(len(times)))
+    legend_below(fig, ax, max_columns=2)
+    return fig
+
+
+def event_iterations(ends_us: Sequence[float], start_us: float, end_us: float | None) -> tuple[int, int]:
+    """The first and last iteration (by index) that overlap [start, end) of an event; iteration i spans
+    [ends[i - 1], ends[i])."""
+    last_index = len(ends_us) - 1
+    first = next((i for i, end in enumerate(ends_us) if start_us < end), last_index)
+    if end_us is None:
+        return first, last_index
+    last = next((i for i, end in enumerate(ends_us) if end_us <= end), last_index)
+    return first, max(first, last)
+
+
 def _stacked_barh(ax: Axes, labels: list[str], groups: list[GroupStats], scale: float) -> None:
     left = [0.0] * len(groups)
     for (part, color), attr in zip(PARTS, ("compute_us", "exposed_comm_us", "idle_us"), strict=True):
@@ -159,12 +206,11 @@ def _stacked_barh(ax: Axes, labels: list[str], groups: list[GroupStats], scale: 
     ax.tick_params(axis="y", labelsize="small")
 
 
-def legend_below(fig: Figure, ax: Axes) -> None:
+def legend_below(fig: Figure, ax: Axes, max_columns: int | None = None) -> None:
     # Below the axes, so that it never hides a bar.
     handles, labels = ax.get_legend_handles_labels()
-    fig.legend(
-        handles, labels, loc="outside lower center", ncols=len(labels), fontsize="small", frameon=False
-    )
+    columns = len(labels) if max_columns is None else min(len(labels), max_columns)
+    fig.legend(handles, labels, loc="outside lower center", ncols=columns, fontsize="small", frameon=False)
 
 
 def new_figure(width: float, height: float) -> Figure:

@@ -70,7 +70,40 @@ def summary_tables(summary: RunSummary) -> list[TextTable]:
             for g in summary.gpus
         ),
     )
-    return [by_stage, by_gpu]
+    return [by_stage, by_gpu, *_dynamics_tables(result, scale, unit)]
+
+
+def _dynamics_tables(result: RunResult, scale: float, unit: str) -> list[TextTable]:
+    """Each iteration's time, and which ranks and links each dynamics event touched."""
+    tables = []
+    if len(result.iterations) > 1:
+        tables.append(
+            TextTable(
+                title=f"{len(result.iterations)} iterations (iteration time above is their mean)",
+                columns=("iteration", f"time ({unit})"),
+                rows=tuple(
+                    (str(it["index"]), format_number(it["time_us"] / scale)) for it in result.iterations
+                ),
+            )
+        )
+    if result.events:
+        tables.append(
+            TextTable(
+                title="dynamics events",
+                columns=("event", "from (ms)", "to (ms)", "ranks", "topology.txt link lines"),
+                rows=tuple(
+                    (
+                        f"[{e['index']}] {e['event']}",
+                        format_number(e["start_us"] / 1000),
+                        "end" if e["end_us"] is None else format_number(e["end_us"] / 1000),
+                        _ranges(e["ranks"]) or "-",
+                        _ranges(e["links"]) or "-",
+                    )
+                    for e in result.events
+                ),
+            )
+        )
+    return tables
 
 
 def comparison_tables(summaries: Sequence[RunSummary]) -> list[TextTable]:

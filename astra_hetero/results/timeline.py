@@ -44,7 +44,7 @@ def build_trace(result: RunResult, spans: Sequence[Span]) -> dict[str, Any]:
     events = [_slice_event(span, thread) for span, thread in zip(chosen, threads, strict=True)]
     events.sort(key=lambda e: (e["ts"], e["pid"], e["tid"], -e["dur"]))
     return {
-        "traceEvents": _metadata_events(ranks, set(threads)) + events,
+        "traceEvents": _metadata_events(ranks, set(threads)) + events + _dynamics_events(result),
         "displayTimeUnit": "ns",
         "otherData": {
             "backend": result.backend,
@@ -148,3 +148,37 @@ def _metadata_events(ranks: dict[int, RankResult], threads: set[tuple[int, int]]
             {"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}}
         )
     return events
+
+
+def _dynamics_events(result: RunResult) -> list[dict[str, Any]]:
+    """The run's dynamics events on a track of their own (after the ranks): a slice from each event's
+    start to its end (or the end of the run) and an instant mark across every track at its start."""
+    if not result.events:
+        return []
+    pid = max((r.rank for r in result.ranks), default=-1) + 1
+    run_end_us = result.iteration_time_us * max(1, len(result.iterations))
+    out: list[dict[str, Any]] = [
+        {"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": "dynamics events"}},
+        {"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0, "args": {"sort_index": pid}},
+    ]
+    for e in result.events:
+        name = f"dynamics[{e['index']}] {e['event']}"
+        start = e["start_us"]
+        end = e["end_us"] if e["end_us"] is not None else max(run_end_us, start)
+        args = {"ranks": e["ranks"], "links": e["links"]}
+        out.append(
+            {
+                "name": name,
+                "cat": "dynamics",
+                "ph": "X",
+                "ts": start,
+                "dur": end - start,
+                "pid": pid,
+                "tid": e["index"],
+                "args": args,
+            }
+        )
+        out.append(
+            {"name": name, "cat": "dynamics", "ph": "i", "s": "g", "ts": start, "pid": pid, "tid": e["index"]}
+        )
+    return out

@@ -16,8 +16,12 @@ from astra_hetero.spec.yamlfile import read_yaml
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
+    from astra_hetero.dynamics.events import EVENT_KINDS
+
     path = ""
-    for part in loc:
+    for i, part in enumerate(loc):
+        if i >= 2 and loc[i - 2] == "dynamics" and part in EVENT_KINDS:
+            continue  # the event kind that chose the model: the user wrote it as `event:`
         if isinstance(part, int):
             path += f"[{part}]"
         elif _is_union_label(str(part)):
@@ -172,6 +176,9 @@ def read_spec_data(path: str | Path) -> Any:
 
 def check_consistency(spec: Spec) -> None:
     """Checks that span sections: products, divisibility, mapping names, partition lengths and sums."""
+    from astra_hetero.dynamics.selection import check_dynamics
+
+    check_dynamics(spec)
     par, model, cluster = spec.parallelism, spec.model, spec.cluster
     world = par.tp * par.pp * par.dp
     if world > cluster.num_gpus or (world != cluster.num_gpus and not spec.mapping.allow_idle_gpus):

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from astra_hetero.comm.catalog import known_architectures
+from astra_hetero.dynamics.events import DynamicEvent
 from astra_hetero.spec.catalog import fabric_catalog, gpu_catalog, model_catalog, normalize_key
 from astra_hetero.spec.types import (
     BatchSize,
@@ -22,6 +23,7 @@ from astra_hetero.spec.types import (
     Gbps,
     GbytesPerS,
     Gib,
+    Iterations,
     KernelOverheadUs,
     Kilobytes,
     LatencyNs,
@@ -554,3 +556,7 @@ class Spec(Strict):
     compute: ComputeSpec = ComputeSpec()
     calibration: str | None = Field(None, description="CSV of measured operator times, relative to the spec")
     scope: ScopeSpec | None = Field(None, description="simulate a cut-down iteration (layers, micro-batches)")
+    dynamics: list[DynamicEvent] = Field(
+        default_factory=list, description="timed events: link rates, slow GPUs, background traffic, jitter"
+    )
+    iterations: Iterations = Field(1, description="back-to-back training iterations to simulate")

@@ -69,3 +69,4 @@ SmallCount = whole(1, 100_000)
 BatchSize = whole(1, 10**15)
 ModelDim = whole(1, 100_000_000)
 Bytes = whole(1, 1_000_000_000)
+Iterations = whole(1, 100_000)  # back-to-back training iterations of one run

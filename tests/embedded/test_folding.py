@@ -41,6 +41,8 @@ def _scaled(path: Path, model: str):
         data["model"]["num_layers"] = 2 * par["pp"]
     par["global_batch_size"] = 4 * par["dp"] * par["micro_batch_size"]
     data["collectives"]["model"] = model
+    # events on links and jitter turn folding off; a device slowdown folds (splitting its classes)
+    data["dynamics"] = [e for e in data.get("dynamics", []) if e["event"] == "device_slowdown"]
     return parse_spec(data)
 
 

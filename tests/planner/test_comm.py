@@ -10,6 +10,7 @@ import pytest
 
 from astra_hetero import pipeline
 from astra_hetero.backends.embedded.backend import EmbeddedBackend
+from astra_hetero.backends.embedded.engine import Engine
 from astra_hetero.backends.embedded.rundir_reader import read_run_dir
 from astra_hetero.planner.comm import P2P, CommModel, Op
 from astra_hetero.spec import parse_spec
@@ -27,8 +28,8 @@ def simulated(tmp_path: Path, model: str, nodes: int = 2, **parallelism: object)
     spec = parse_spec(data)
     run_dir = pipeline.build_run_dir(spec, tmp_path / "run")
     sim = read_run_dir(run_dir.root)
-    engine, _ = EmbeddedBackend(fold=False)._engine(sim, None)  # every rank, as written
-    return spec, sim, engine.run().comms
+    workload, comm, _ = EmbeddedBackend(fold=False).setup(sim, None)  # every rank, as written
+    return spec, sim, Engine(workload, comm, sim.max_comm_in_flight).run().comms
 
 
 # the engine rounds each phase of a collective to whole nanoseconds; the planner sums unrounded phases

@@ -13,6 +13,7 @@ from typing import Any
 
 from astra_hetero import rundir
 from astra_hetero.backends.astrasim.command import FLAVORS, Flavor, build_command
+from astra_hetero.backends.astrasim.dynamics_check import refuse_dynamics
 from astra_hetero.backends.astrasim.locate import locate_binary
 from astra_hetero.backends.astrasim.parse import ParsedRun, parse_output
 from astra_hetero.backends.astrasim.process import ProcessOutcome, run_native
@@ -36,6 +37,7 @@ class AstraSimBackend:
     docker_image: str | None = None
     timeout_s: float | None = None
     docker_client: Any = field(default=None, compare=False, repr=False)
+    iterations: int | None = None  # only 1 is possible (see dynamics_check)
 
     def __post_init__(self) -> None:
         if self.timeout_s is not None and self.timeout_s <= 0:
@@ -51,6 +53,7 @@ class AstraSimBackend:
 
     def run(self, run_dir: Path) -> RunOutput:
         """The simulator's result, its first warning saying what ASTRA-sim could not be told exactly."""
+        refuse_dynamics(Path(run_dir), self.name, self.iterations)
         notes = approximation_warnings(Path(run_dir), self.flavor.network)  # checked before a long run
         result = self._simulate(run_dir).result
         return RunOutput(replace(result, warnings=(*notes, *result.warnings)))
@@ -165,8 +168,11 @@ def _factory(backend: str):
         docker_image: str | None = None,
         timeout_s: float | None = None,
         docker_client: Any = None,
+        iterations: int | None = None,
     ) -> AstraSimBackend:
-        return AstraSimBackend(FLAVORS[backend], binary, bin_dir, docker_image, timeout_s, docker_client)
+        return AstraSimBackend(
+            FLAVORS[backend], binary, bin_dir, docker_image, timeout_s, docker_client, iterations
+        )
 
     create.__name__ = backend.replace("-", "_")
     create.__doc__ = f"The {backend!r} backend ({FLAVORS[backend].binary_name})."

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from astra_hetero.backends.embedded.commmodel import PlainComm
+from astra_hetero.backends.embedded.commmodel import FoldedComm, PlainComm
+from astra_hetero.backends.embedded.dynamics_input import read_dynamics
 from astra_hetero.backends.embedded.engine import Engine
 from astra_hetero.backends.embedded.folding import Folding, fold
 from astra_hetero.backends.embedded.plans import CommPlanner, comm_planner
@@ -21,7 +22,7 @@ from astra_hetero.backends.embedded.records import Comm, EngineOutcome
 from astra_hetero.backends.embedded.routing import Router
 from astra_hetero.backends.embedded.rundir_reader import SimInput, read_run_dir, read_traces
 from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_COMP, KIND_SEND
-from astra_hetero.backends.embedded.workload import flatten
+from astra_hetero.backends.embedded.workload import FlatWorkload, flatten
 from astra_hetero.results.model import (
     CollectiveStat,
     RankResult,
@@ -34,11 +35,11 @@ from astra_hetero.results.model import (
 if TYPE_CHECKING:
     from astra_hetero.backends.embedded.nccl_plans import NcclCommPlanner
 
-_SPAN_KINDS = {KIND_COMP: "compute", KIND_COLL: "comm", KIND_SEND: "send"}
+SPAN_KINDS = {KIND_COMP: "compute", KIND_COLL: "comm", KIND_SEND: "send"}
 
 
 @dataclass(frozen=True)
-class _Simulated:
+class Simulated:
     """Which simulated rank stands for each rank, and how many ranks each simulated rank stands for."""
 
     row_of: list[int]
@@ -56,11 +57,17 @@ class EmbeddedBackend:
     name = "embedded"
 
     def __init__(
-        self, timeline: bool = True, workers: int | None = None, fold: bool = True, **_ignored: Any
+        self,
+        timeline: bool = True,
+        workers: int | None = None,
+        fold: bool = True,
+        iterations: int | None = None,
+        **_ignored: Any,
     ) -> None:
         self.timeline = timeline
         self.workers = workers
         self.fold = fold
+        self.iterations = iterations  # overrides dynamics.json's count (`run --iterations`)
 
     def run(self, run_dir: Path) -> RunOutput:
         started = time.perf_counter()
@@ -70,35 +77,53 @@ class EmbeddedBackend:
         gc.disable()
         try:
             sim = read_run_dir(Path(run_dir))
-            folding = fold(sim, self.workers) if self.fold else None
-            engine, simulated = self._engine(sim, folding)
-            outcome = engine.run()
-            output = self._output(sim, simulated, outcome, time.perf_counter() - started)
+            dynamics = read_dynamics(Path(run_dir), sim.num_ranks, sim.topology.num_links // 2)
+            iterations = self.iterations or dynamics.iterations
+            if not dynamics.events and iterations == 1:  # the static engine, with its inlined hot paths
+                folding = fold(sim, self.workers) if self.fold else None
+                workload, comm, simulated = self.setup(sim, folding)
+                outcome = Engine(workload, comm, sim.max_comm_in_flight).run()
+                output = self.output(sim, simulated, outcome, time.perf_counter() - started)
+            else:
+                from astra_hetero.backends.embedded.dynamic_run import run_dynamic
+
+                output = run_dynamic(self, sim, dynamics, iterations, started)
         finally:
             if gc_was_enabled:
                 gc.enable()
         return output
 
-    def _engine(self, sim: SimInput, folding: Folding | None) -> tuple[Engine, _Simulated]:
+    def setup(
+        self, sim: SimInput, folding: Folding | None
+    ) -> tuple[FlatWorkload, PlainComm | FoldedComm, Simulated]:
+        """The workload and communication model the engine runs: every rank, or one per class."""
         if folding is None:
             ranks = list(range(sim.num_ranks))
             workload = flatten(ranks, read_traces(sim, ranks, self.workers), sim.groups)
             planner = comm_planner(sim, Router(sim.topology))
             comm = PlainComm(planner, workload.group_members)
-            simulated = _Simulated(ranks, [1] * len(ranks), None, planner)
-            return Engine(workload, comm, sim.max_comm_in_flight), simulated
+            return workload, comm, Simulated(ranks, [1] * len(ranks), None, planner)
         classes = folding.classes
         workload = flatten(classes.reps, folding.traces, sim.groups, check_transfers=False)
         sizes = [len(members) for members in classes.members]
-        engine = Engine(workload, folding.comm, sim.max_comm_in_flight)
-        return engine, _Simulated(classes.class_of, sizes, folding, folding.planner)
+        return workload, folding.comm, Simulated(classes.class_of, sizes, folding, folding.planner)
 
-    def _output(
-        self, sim: SimInput, simulated: _Simulated, outcome: EngineOutcome, wall_s: float
+    def output(
+        self,
+        sim: SimInput,
+        simulated: Simulated,
+        outcome: EngineOutcome,
+        wall_s: float,
+        iteration_ends: list[int] | None = None,
+        spans: SharedSpans | None = None,
     ) -> RunOutput:
-        iteration_ns = max(outcome.finish_ns, default=0)
+        """`iteration_ends`: when each of several iterations ended (the last one, the run's end);
+        rank figures are then means per iteration."""
+        run_ns = max(outcome.finish_ns, default=0)
+        ends = iteration_ends or [run_ns]
+        iteration_ns = run_ns / len(ends)
         ranks = tuple(
-            _rank_result(sim, rank, simulated.row_of[rank], outcome, iteration_ns)
+            _rank_result(sim, rank, simulated.row_of[rank], outcome, iteration_ns, len(ends))
             for rank in range(sim.num_ranks)
         )
         w = outcome.workload
@@ -133,8 +158,14 @@ class EmbeddedBackend:
             wall_time_s=round(wall_s, 3),
             warnings=sim.comm.warnings,
             meta=meta,
+            iterations=tuple(
+                {"index": i, "time_us": (end - start) / 1000}
+                for i, (start, end) in enumerate(zip([0, *ends[:-1]], ends, strict=True))
+            ),
         )
-        return RunOutput(result, _spans(outcome, simulated.row_of) if self.timeline else ())
+        if not self.timeline:
+            return RunOutput(result, ())
+        return RunOutput(result, spans if spans is not None else _spans(outcome, simulated.row_of))
 
 
 def _folding_meta(folding: Folding, num_nodes: int) -> dict[str, Any]:
@@ -149,15 +180,17 @@ def _folding_meta(folding: Folding, num_nodes: int) -> dict[str, Any]:
     }
 
 
-def _rank_result(sim: SimInput, rank: int, row: int, outcome: EngineOutcome, iteration_ns: int) -> RankResult:
+def _rank_result(
+    sim: SimInput, rank: int, row: int, outcome: EngineOutcome, iteration_ns: float, iterations: int = 1
+) -> RankResult:
     label = sim.labels[rank] if rank < len(sim.labels) else {}
-    compute, exposed = outcome.compute_ns[row], outcome.exposed_ns[row]
+    compute, exposed = outcome.compute_ns[row] / iterations, outcome.exposed_ns[row] / iterations
     return RankResult(
         rank=rank,
         gpu=str(label.get("gpu", "npu")),
         stage=optional_int(label.get("stage", 0)),
         replica=optional_int(label.get("replica", 0)),
-        finish_us=outcome.finish_ns[row] / 1000,
+        finish_us=outcome.finish_ns[row] / iterations / 1000,
         compute_us=compute / 1000,
         exposed_comm_us=exposed / 1000,
         idle_us=(iteration_ns - compute - exposed) / 1000,
@@ -189,7 +222,7 @@ def _spans(outcome: EngineOutcome, row_of: list[int]) -> SharedSpans:
     for trace, base in zip(w.traces, w.offsets, strict=True):
         rows.append(
             [
-                (_SPAN_KINDS.get(kinds[g], "recv"), name, starts[g], ends[g])
+                (SPAN_KINDS.get(kinds[g], "recv"), name, starts[g], ends[g])
                 for g, name in enumerate(trace.all_names(), base)  # names decoded a rank at a time
                 if starts[g] >= 0
             ]

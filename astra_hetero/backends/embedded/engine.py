@@ -74,6 +74,11 @@ class Engine:
         self.sends: dict[tuple[int, int, int], deque[Comm]] = {}
         self.recvs: dict[tuple[int, int, int], deque[int]] = {}
         self.done: list[Comm] = []
+        # a node without successors completing calls `_sink_done` (a rank's last sink ends its iteration)
+        self.count_sinks = False
+
+    def _sink_done(self, g: int, now: int) -> None:
+        """Overridden by the engine that runs several iterations (`dynamic_engine`)."""
 
     def run(self) -> EngineOutcome:
         for g in self.w.roots:
@@ -91,8 +96,12 @@ class Engine:
                     flow_done(flow, now)
             else:
                 phase_done(payload, now)
+        return self._outcome()
+
+    def _outcome(self) -> EngineOutcome:
         if -1 in self.end_ns:
             raise SimulationDeadlock(deadlock_report(self.w, self.end_ns, self.pending))
+        queue = self.queue
         return EngineOutcome(
             self._finish_times(),
             self.compute_ns,
@@ -177,6 +186,8 @@ class Engine:
         self.end_ns[g] = now
         first, end = self.successor_bounds[g], self.successor_bounds[g + 1]
         if first == end:
+            if self.count_sinks:
+                self._sink_done(g, now)
             return
         pending, kinds, busy, rank_of = self.pending, self.kinds, self.busy, self.rank_of
         for s in self.successors[first:end]:

@@ -22,6 +22,7 @@ from typing import Any
 COMPUTE_DONE = 0
 FLOW_DONE = 1
 PHASE_DONE = 2
+TIMED = 3  # a dynamics event (rate change, background flow): after the work that ends at its instant
 
 
 class EventQueue:

@@ -22,6 +22,7 @@ import heapq
 import math
 
 _EPS = 1e-9
+NEVER_NS = 1 << 62  # the finish time of a flow with no rate: after every real event
 _SLACK = 1e-6  # margin below capacity for a link to count as slack (demand is a float sum)
 
 
@@ -48,7 +49,10 @@ class Flow:
         self.owner = owner
 
     def finish_time(self, now: int) -> int:
-        return now + max(0, math.ceil(self.remaining / self.rate - 1e-6))
+        try:
+            return now + max(0, math.ceil(self.remaining / self.rate - 1e-6))
+        except ZeroDivisionError:  # a flow on a link that is down (dynamics) waits for it
+            return now if self.remaining <= 0 else NEVER_NS
 
 
 class FlowNetwork:
@@ -201,3 +205,41 @@ class FlowNetwork:
             weight_sum[link] = 0.0
         for link in links:
             self.load[link] = self.capacity[link] - spare[link]
+
+
+class DynamicNetwork(FlowNetwork):
+    """A network whose capacities change during the run (`set_capacities`); flows take their solo
+    rate from the capacities of the moment they start, not from plans made for the static network."""
+
+    def __init__(self, capacities: list[float]) -> None:
+        super().__init__(capacities)
+        self.static = list(capacities)
+        self.rescaled = False  # some capacity differs from the static one the plans' solo rates used
+
+    def add(self, flow: Flow, now: int) -> list[Flow]:
+        if self.rescaled:
+            flow.solo_rate = solo_rate(flow.links, self.capacity)
+        return super().add(flow, now)
+
+    def set_capacities(self, capacities: dict[int, float], now: int) -> list[Flow]:
+        """Change link capacities at `now` and re-solve every rate (events are rare: a global fill);
+        returns every flow, each with a new version."""
+        flows = list(dict.fromkeys(f for users in self.users for f in users))
+        for f in flows:
+            f.remaining = max(0.0, f.remaining - f.rate * (now - f.updated_at))
+            f.updated_at = now
+        for link, capacity in capacities.items():
+            self.capacity[link] = capacity
+        self.rescaled = self.capacity != self.static
+        links = [link for link, users in enumerate(self.users) if users]
+        for link in links:
+            self.demand[link] = 0.0
+        for f in flows:
+            f.solo_rate = solo_rate(f.links, self.capacity)
+            for link, weight in f.links:
+                self.demand[link] += weight * f.solo_rate
+        self.num_recomputes += 1
+        self._fill(flows, links)
+        for f in flows:
+            f.version += 1
+        return flows

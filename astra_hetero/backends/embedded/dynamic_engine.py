@@ -1,0 +1,229 @@
+"""The engine with time: several back-to-back iterations and the timed events of `dynamics.json`.
+
+Iterations: each rank starts iteration i+1 of its trace as soon as its own nodes of iteration i are
+done (as a training loop does); collectives and transfers of later iterations match in issue order
+like any others. Events: compute runs at the speed profile of its GPU (stretched pro rata inside a
+kernel a slowdown interrupts) times its jitter draw; link rate changes and background flows are
+timed events that re-solve the max-min rates at their instant (`network.DynamicNetwork`). A flow
+whose every path is down waits; a run left with only waiting flows fails naming the links.
+
+`DynamicEngine` runs on the static engine's inlined hot paths: a rank's iteration ends when the last
+of its sinks (nodes without successors; every node precedes one) completes, reported through the
+engine's `_sink_done` hook. Only `TimedComputeEngine`, chosen when a slowdown or jitter changes compute
+times, replaces the compute paths with plain calls through `_compute_end`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from astra_hetero.backends.embedded import events
+from astra_hetero.backends.embedded.commmodel import FoldedComm, PlainComm
+from astra_hetero.backends.embedded.dynamics_input import Dynamics
+from astra_hetero.backends.embedded.engine import Engine
+from astra_hetero.backends.embedded.network import NEVER_NS, DynamicNetwork, Flow
+from astra_hetero.backends.embedded.records import EngineOutcome
+from astra_hetero.backends.embedded.routing import Router
+from astra_hetero.backends.embedded.timed import (
+    Background,
+    Jitter,
+    LinkChange,
+    background_capacities,
+    background_flows,
+    bundle_members,
+    link_changes,
+    speed_profiles,
+)
+from astra_hetero.backends.embedded.tracefile import KIND_COMP
+from astra_hetero.backends.embedded.workload import FlatWorkload
+from astra_hetero.errors import SimulationDeadlock
+
+_BACKGROUND_BYTES = 1e30  # a background flow never runs out; its end is a timed event
+
+
+class DynamicEngine(Engine):
+    def __init__(
+        self,
+        workload: FlatWorkload,
+        comm: PlainComm | FoldedComm,
+        dynamics: Dynamics,
+        iterations: int,
+        router: Router | None,
+        max_comm_in_flight: int = 0,
+        keep_history: bool = True,
+    ) -> None:
+        super().__init__(workload, comm, max_comm_in_flight)
+        w = workload
+        self.num_iterations = iterations
+        ends = [*w.offsets[1:], len(w.kinds)]
+        self.lengths = [end - first for first, end in zip(w.offsets, ends, strict=True)]
+        is_sink = np.diff(np.asarray(w.successor_bounds, dtype=np.int64)) == 0
+        self.sinks = np.bincount(np.asarray(w.rank_of)[is_sink], minlength=len(w.ranks)).tolist()
+        self.left = list(self.sinks)  # sinks of the current iteration still to complete, per rank
+        self.count_sinks = True
+        self.iteration = [0] * len(w.ranks)
+        self.iteration_ends: list[list[int]] = [[] for _ in w.ranks]
+        self.ranks_left = sum(1 for n in self.lengths if n)
+        self.roots_of: list[list[int]] = [[] for _ in w.ranks]
+        for g in w.roots:
+            self.roots_of[w.rank_of[g]].append(g)
+        self.keep_history = keep_history
+        self.history: list[tuple[int, list[int], list[int]]] = []  # (row, starts, ends) of past iterations
+        self.profiles = speed_profiles(dynamics, w.ranks)
+        jitters = dynamics.of_kind("jitter")
+        self.jitter = Jitter(jitters, w.ranks, self.lengths) if jitters else None
+        self.changes: list[LinkChange] = []
+        self.backgrounds: list[Background] = []
+        self.members = bundle_members(router) if router is not None else []
+        if router is not None:
+            self.changes = link_changes(dynamics, router, self.members)
+            self.backgrounds = background_flows(dynamics, router, self.members, len(comm.capacities))
+        self.router = router
+        self.net = DynamicNetwork([*comm.capacities, *background_capacities(self.backgrounds)])
+        self._background_flow: dict[int, Flow] = {}
+
+    def run(self) -> EngineOutcome:
+        for g in self.w.roots:
+            self._ready(g, 0)
+        queue = self.queue
+        for change in self.changes:
+            queue.push(change.time_ns, events.TIMED, change)
+        for k, b in enumerate(self.backgrounds):
+            queue.push(b.event.start_ns, events.TIMED, ("start", k))
+            if b.event.end_ns is not None:
+                queue.push(b.event.end_ns, events.TIMED, ("stop", k))
+        heap = queue.heap
+        while heap and self.ranks_left:
+            now, kind, payload = queue.pop()
+            if kind == events.COMPUTE_DONE:
+                self._compute_done(payload, now)
+            elif kind == events.FLOW_DONE:
+                flow, version = payload
+                if version != flow.version or isinstance(flow.owner, Background):
+                    continue
+                if now >= NEVER_NS:
+                    raise SimulationDeadlock(self._stuck(flow))
+                self._flow_done(flow, now)
+            elif kind == events.PHASE_DONE:
+                self._phase_done(payload, now)
+            else:
+                self._timed(payload, now)
+        return self._outcome()
+
+    # --- timed events --------------------------------------------------------------------------------
+    def _timed(self, payload: object, now: int) -> None:
+        if isinstance(payload, LinkChange):
+            self._push_flows(self.net.set_capacities(payload.capacities, now), now)
+            return
+        action, k = payload  # type: ignore[misc]
+        if action == "start":
+            flow = self._background_flow[k] = Flow(
+                self.backgrounds[k].links, _BACKGROUND_BYTES, self.backgrounds[k]
+            )
+            self._push_flows(self.net.add(flow, now), now)
+        else:
+            flow = self._background_flow.pop(k)
+            flow.version = -1
+            self._push_flows(self.net.remove(flow, now), now)
+
+    def _push_flows(self, flows: list[Flow], now: int) -> None:
+        push = self.queue.push
+        for flow in flows:
+            push(flow.finish_time(now), events.FLOW_DONE, (flow, flow.version))
+
+    def _stuck(self, flow: Flow) -> str:
+        topo, capacity = self.router.topo if self.router else None, self.net.capacity
+        down = [b for b, _ in flow.links if capacity[b] <= 0]
+        names = []
+        for b in down:
+            for link in self.members[b] if self.members else ():
+                names.append(f"line {link // 2} ({topo.link_src[link]} -> {topo.link_dst[link]})")
+        what = getattr(flow.owner, "group", "a flow")
+        return (
+            f"dynamics: the run can never finish: {what!r} waits on link(s) "
+            f"{', '.join(names) or 'with no capacity'} of ns3/topology.txt, down with no event "
+            "that brings them back up (give that link_rate event an end_ms)"
+        )
+
+    # --- iterations ----------------------------------------------------------------------------------
+    def _sink_done(self, g: int, now: int) -> None:
+        """Every node precedes a sink (a node without successors) of its rank, so the rank's iteration
+        is done when its last sink completes."""
+        rank = self.rank_of[g]
+        self.left[rank] -= 1
+        if not self.left[rank]:
+            self._iteration_done(rank, now)
+
+    def _iteration_done(self, rank: int, now: int) -> None:
+        self.iteration_ends[rank].append(now)
+        if self.iteration[rank] + 1 == self.num_iterations:
+            self.ranks_left -= 1
+            return
+        self.iteration[rank] += 1
+        first, n = self.w.offsets[rank], self.lengths[rank]
+        end = first + n
+        if self.keep_history:
+            self.history.append((rank, self.start_ns[first:end], self.end_ns[first:end]))
+        self.pending[first:end] = self.w.num_deps[first:end]
+        self.start_ns[first:end] = [-1] * n
+        self.end_ns[first:end] = [-1] * n
+        self.left[rank] = self.sinks[rank]
+        for root in self.roots_of[rank]:
+            self._ready(root, now)
+
+
+class TimedComputeEngine(DynamicEngine):
+    """A dynamic engine whose compute runs slower at times (device slowdowns) or per kernel (jitter):
+    every compute start goes through `_compute_end` instead of the inlined static duration."""
+
+    def _complete(self, g: int, now: int) -> None:
+        self.end_ns[g] = now
+        first, end = self.successor_bounds[g], self.successor_bounds[g + 1]
+        if first == end:
+            self._sink_done(g, now)
+            return
+        pending, kinds, busy, rank_of = self.pending, self.kinds, self.busy, self.rank_of
+        for s in self.successors[first:end]:
+            pending[s] -= 1
+            if pending[s]:
+                continue
+            if kinds[s] == KIND_COMP:  # the most frequent case of `_ready`, without its dispatch
+                rank = rank_of[s]
+                if busy[rank]:
+                    self.ready_compute[rank].append(s)
+                else:
+                    self._start_compute(rank, s, now)
+            else:
+                self._ready(s, now)
+
+    def _compute_end(self, rank: int, g: int, now: int) -> int:
+        work = self.durations_ns[g]
+        jitter = self.jitter
+        if jitter is not None and work:
+            work = round(work * jitter.factor(rank, self.iteration[rank], g - self.w.offsets[rank], now))
+        profile = self.profiles[rank]
+        return profile.finish(now, work) if profile is not None else now + work
+
+    def _start_compute(self, rank: int, g: int, now: int) -> None:
+        self._account(rank, now)
+        self.busy[rank] = True
+        self.start_ns[g] = now
+        self.queue.push_batched(self._compute_end(rank, g, now), events.COMPUTE_DONE, g)
+
+    def _compute_done(self, nodes: list[int], now: int) -> None:
+        for g in nodes:
+            rank = self.rank_of[g]
+            self._complete(g, now)  # still busy: compute nodes it releases queue up behind earlier ones
+            self._account(rank, now)
+            waiting = self.ready_compute[rank]
+            if waiting:
+                nxt = waiting.popleft()
+                self.start_ns[nxt] = now
+                self.queue.push_batched(self._compute_end(rank, nxt, now), events.COMPUTE_DONE, nxt)
+            else:
+                self.busy[rank] = False
+
+
+def engine_class(dynamics: Dynamics) -> type[DynamicEngine]:
+    """The engine for `dynamics`: compute goes through the timed path only when some event changes it."""
+    return TimedComputeEngine if dynamics.of_kind("device_slowdown", "jitter") else DynamicEngine

@@ -1,0 +1,94 @@
+"""The embedded backend on a directory with dynamics or several iterations (see `dynamic_engine`).
+
+Folding stays exact only where every member of a class sees the same events: a device slowdown
+separates the ranks it touches (a key per rank for `fold`); events on links, background flows and
+jitter (a draw per rank) make the simulation rank by rank.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import TYPE_CHECKING, Any
+
+from astra_hetero.backends.embedded.backend import SPAN_KINDS
+from astra_hetero.backends.embedded.dynamic_engine import DynamicEngine, engine_class
+from astra_hetero.backends.embedded.dynamics_input import NETWORK_KINDS, Dynamics
+from astra_hetero.backends.embedded.folding import fold
+from astra_hetero.backends.embedded.rundir_reader import SimInput
+from astra_hetero.results.model import RunOutput, SharedSpans
+
+if TYPE_CHECKING:
+    from astra_hetero.backends.embedded.backend import EmbeddedBackend
+
+
+def run_dynamic(
+    backend: EmbeddedBackend, sim: SimInput, dynamics: Dynamics, iterations: int, started: float
+) -> RunOutput:
+    unfold = bool(dynamics.of_kind(*NETWORK_KINDS, "jitter"))
+    folding = None
+    if backend.fold and not unfold:
+        keys = [tuple(e.index for e in dynamics.events if r in e.ranks) for r in range(sim.num_ranks)]
+        folding = fold(sim, backend.workers, rank_keys=keys)
+    workload, comm, simulated = backend.setup(sim, folding)
+    router = simulated.planner.router if folding is None else None
+    engine = engine_class(dynamics)(
+        workload, comm, dynamics, iterations, router, sim.max_comm_in_flight, keep_history=backend.timeline
+    )
+    outcome = engine.run()
+    ends = _iteration_ends(engine.iteration_ends, iterations)
+    spans = _spans(engine, outcome.start_ns, outcome.end_ns, simulated.row_of) if backend.timeline else None
+    output = backend.output(sim, simulated, outcome, time.perf_counter() - started, ends, spans)
+    meta = {**output.result.meta, "iterations": iterations}
+    if unfold and backend.fold:
+        meta["folding_off"] = "events on links, background traffic or jitter: simulated rank by rank"
+    result = dataclasses.replace(output.result, events=_event_records(engine, dynamics), meta=meta)
+    return RunOutput(result, output.spans)
+
+
+def _iteration_ends(per_rank: list[list[int]], iterations: int) -> list[int]:
+    """When each iteration ended: the last rank to finish it (ranks without work are left out)."""
+    done = [ends for ends in per_rank if ends]
+    if not done:
+        return [0] * iterations
+    return [max(ends[i] for ends in done) for i in range(iterations)]
+
+
+def _spans(engine: DynamicEngine, starts: list[int], ends: list[int], row_of: list[int]) -> SharedSpans:
+    w = engine.w
+    kinds = w.kinds
+    rows: list[list[tuple[str, str, int, int]]] = []
+    past: dict[int, list[tuple[list[int], list[int]]]] = {}
+    for row, s, e in engine.history:
+        past.setdefault(row, []).append((s, e))
+    for row, (trace, base) in enumerate(zip(w.traces, w.offsets, strict=True)):
+        names = trace.all_names()
+        n = len(names)
+        runs = [*past.get(row, []), (starts[base : base + n], ends[base : base + n])]
+        rows.append(
+            [
+                (SPAN_KINDS.get(kinds[base + i], "recv"), name, s[i], e[i])
+                for s, e in runs
+                for i, name in enumerate(names)
+                if s[i] >= 0
+            ]
+        )
+    return SharedSpans(rows, row_of)
+
+
+def _event_records(engine: DynamicEngine, dynamics: Dynamics) -> tuple[dict[str, Any], ...]:
+    backgrounds = {b.event.index: b for b in engine.backgrounds}
+    records = []
+    for e in dynamics.events:
+        links = backgrounds[e.index].lines if e.index in backgrounds else e.links
+        records.append(
+            {
+                "index": e.index,
+                "event": e.event,
+                "start_us": e.start_ns / 1000,
+                "end_us": None if e.end_ns is None else e.end_ns / 1000,
+                "ranks": list(e.ranks),
+                "links": list(links),
+            }
+        )
+    return tuple(records)
