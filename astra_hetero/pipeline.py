@@ -20,6 +20,7 @@ from astra_hetero.backends.base import create_backend
 from astra_hetero.bounds import WorkLimits, check_work
 from astra_hetero.errors import BackendFailed, RunDirError
 from astra_hetero.outputs import RUN_PARTS, OutputStaging, publish_output
+from astra_hetero.progress import progress_bar
 from astra_hetero.results.io import check_result, relocate, write_result
 from astra_hetero.results.model import RunOutput, RunResult, SharedSpans, Span
 
@@ -35,15 +36,7 @@ def _progress_bar(total: int, label: str, enabled: bool) -> Iterator[Progress | 
     if not enabled or total < PROGRESS_THRESHOLD_RANKS:
         yield None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        transient=True,
-    ) as bar:
+    with progress_bar(transient=True) as bar:
         task = bar.add_task(label, total=total)
         yield lambda n: bar.advance(task, n)
 

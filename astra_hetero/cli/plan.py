@@ -89,27 +89,19 @@ class _Bar:
 
 def plan(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from astra_hetero.planner.cache import PlanCache, default_cache_dir
     from astra_hetero.planner.driver import find_plans
     from astra_hetero.planner.outputs import write_outputs
     from astra_hetero.planner.problem import load_problem
+    from astra_hetero.progress import progress_bar
 
     problem = load_problem(args.spec)
     if args.max_simulations is not None:
         problem = _with_settings(problem, max_simulations=args.max_simulations)
     cache = PlanCache(None if args.no_cache else (args.cache or default_cache_dir()))
     console = Console()
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        disable=args.quiet,
-        transient=True,
-    ) as bar:
+    with progress_bar(console, args.quiet, transient=True) as bar:
         report = find_plans(
             problem,
             jobs=args.jobs,

@@ -44,8 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def study(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from astra_hetero.progress import progress_bar
     from astra_hetero.studies import build_table, load_study, run_study, write_report
     from astra_hetero.studies.run import StudyOutcome
     from astra_hetero.sweep.run import first_line
@@ -59,14 +59,7 @@ def study(args: argparse.Namespace) -> int:
     }
     console = Console()
     label = f"{plan.name}{' (reduced)' if args.reduced else ''}"
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        disable=args.quiet,
-    ) as bar:
+    with progress_bar(console, args.quiet) as bar:
         task = bar.add_task(label, total=len(plan.points))
 
         def done(outcome: StudyOutcome) -> None:

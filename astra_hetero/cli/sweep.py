@@ -65,9 +65,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def sweep(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
+    from astra_hetero.progress import progress_bar
     from astra_hetero.sweep import load_sweep, run_sweep  # here: every command imports this module
     from astra_hetero.sweep.run import CSV_NAME, first_line
 
@@ -75,14 +75,7 @@ def sweep(args: argparse.Namespace) -> int:
     args.backend = args.backend or plan.backend or "embedded"
     args.timeout = args.timeout if args.timeout is not None else plan.timeout_s
     console = Console()
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        disable=args.quiet,
-    ) as bar:
+    with progress_bar(console, args.quiet) as bar:
         task = bar.add_task(f"{plan.name} ({args.backend})", total=len(plan.points))
 
         def done(outcome: PointOutcome) -> None:

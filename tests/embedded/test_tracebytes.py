@@ -56,7 +56,8 @@ def test_a_peer_whose_number_takes_more_bytes_is_not_a_twin(tmp_path):
 
 
 def test_a_different_duration_is_not_a_twin(tmp_path):
-    assert _compare(tmp_path, _trace(0, 1, ("t1", "d1")), _trace(0, 1, ("t1", "d1"), duration=11)) is None
+    longer = _trace(0, 1, ("t1", "d1"), duration=11)
+    assert _compare(tmp_path, _trace(0, 1, ("t1", "d1")), longer) is None
 
 
 def test_one_group_where_the_decoded_file_names_two_is_not_a_twin(tmp_path):
