@@ -12,6 +12,7 @@ from astra_hetero.cli.main import main
 from astra_hetero.errors import RunDirError
 from astra_hetero.pipeline import build_run_dir, run_spec
 from astra_hetero.spec import parse_spec
+from tests.conftest import make_spec_data
 from tests.test_pipeline import small_spec
 
 SLOW_NODE1 = {"event": "device_slowdown", "node_group": "h100", "node": 1, "factor": 0.5}
@@ -85,6 +86,47 @@ def test_folding_splits_the_classes_a_slowdown_touches(tmp_path):
     plain = EmbeddedBackend(fold=False).run(tmp_path / "run").result
     assert folded.iterations == plain.iterations
     assert [r.finish_us for r in folded.ranks] == [r.finish_us for r in plain.ranks]
+
+
+def mixed_spec(**overrides: object) -> dict:
+    """The 16-GPU H100 + A100 spine-leaf cluster (two leaves, two spines) with small_spec's model."""
+    data = make_spec_data(**overrides)
+    data["model"] = small_spec()["model"]
+    data["network"] = {**data["network"], "num_spines": 2}
+    return data
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        [{"event": "link_rate", "node_group": "h100", "node": 1, "kind": "nic", "factor": 0.25}],
+        [{"event": "link_rate", "kind": "uplink", "spine": 0, "factor": 0.0, "start_ms": 0.2, "end_ms": 2}],
+        [
+            {
+                "event": "background_traffic",
+                "from": {"node_group": "h100", "node": 0},
+                "to": {"node_group": "a100", "node": 1},
+                "gbps": 150,
+                "start_ms": 0.1,
+            }
+        ],
+    ],
+    ids=["one-nic", "spine-down", "background"],
+)
+def test_folding_keeps_the_links_an_event_changes_apart(tmp_path, events):
+    """Link events and background flows keep folding on: the bundles they touch form link classes of
+    their own, which splits the flow and rank classes that load them; the result equals the run rank
+    by rank, iteration by iteration and rank by rank."""
+    from astra_hetero.backends.embedded.backend import EmbeddedBackend
+
+    build_run_dir(parse_spec(mixed_spec(dynamics=events, iterations=2)), tmp_path / "run")
+    folded = EmbeddedBackend(fold=True).run(tmp_path / "run").result
+    plain = EmbeddedBackend(fold=False).run(tmp_path / "run").result
+    assert "folding_off" not in folded.meta and folded.meta["folding"]["rank_classes"] < len(folded.ranks)
+    assert folded.iterations == plain.iterations
+    assert [r.finish_us for r in folded.ranks] == [r.finish_us for r in plain.ranks]
+    static = EmbeddedBackend().run(build_run_dir(parse_spec(mixed_spec()), tmp_path / "static").root)
+    assert folded.iteration_time_us != static.result.iteration_time_us  # the events do change the run
 
 
 @pytest.mark.parametrize("backend", ["analytical", "analytical-unaware", "ns3"])

@@ -48,10 +48,13 @@ class DynamicEngine(Engine):
         comm: PlainComm | FoldedComm,
         dynamics: Dynamics,
         iterations: int,
-        router: Router | None,
+        router: Router,
         max_comm_in_flight: int = 0,
         keep_history: bool = True,
+        link_class: dict[int, int] | None = None,
     ) -> None:
+        """`link_class`: bundle -> the engine's link standing for it when the ranks are folded (None:
+        rank by rank, the engine's links are the router's bundles)."""
         super().__init__(workload, comm, max_comm_in_flight)
         w = workload
         self.num_iterations = iterations
@@ -72,14 +75,33 @@ class DynamicEngine(Engine):
         self.profiles = speed_profiles(dynamics, w.ranks)
         jitters = dynamics.of_kind("jitter")
         self.jitter = Jitter(jitters, w.ranks, self.lengths) if jitters else None
-        self.changes: list[LinkChange] = []
-        self.backgrounds: list[Background] = []
-        self.members = bundle_members(router) if router is not None else []
-        if router is not None:
-            self.changes = link_changes(dynamics, router, self.members)
-            self.backgrounds = background_flows(dynamics, router, self.members, len(comm.capacities))
         self.router = router
-        self.net = DynamicNetwork([*comm.capacities, *background_capacities(self.backgrounds)])
+        self.members = bundle_members(router)
+        capacities = list(comm.capacities)
+        # bundle -> engine link: the bundle itself rank by rank, its link class when folded
+        link_of = dict(link_class) if link_class is not None else {b: b for b in range(len(capacities))}
+
+        def engine_link(bundle: int) -> int:
+            link = link_of.get(bundle)
+            if link is None:  # no job flow uses it (a background flow may): a link of its own
+                link = link_of[bundle] = len(capacities)
+                capacities.append(router.bundle_bytes_per_ns[bundle])
+            return link
+
+        self.changes = [
+            LinkChange(c.time_ns, {engine_link(b): cap for b, cap in c.capacities.items()})
+            for c in link_changes(dynamics, router, self.members)
+        ]
+        self.backgrounds = background_flows(dynamics, router, self.members)
+        # a folded link class loads each of its bundles alike: the flow's weight on it is that of one
+        # bundle (as the quotient's flows carry theirs), not the sum over the class
+        routes = [tuple({engine_link(b): share for b, share in bg.links}.items()) for bg in self.backgrounds]
+        # each background flow is capped at its rate by a virtual link of its own, after the real ones
+        self.background_links = [(*route, (len(capacities) + k, 1.0)) for k, route in enumerate(routes)]
+        self.bundles_of: dict[int, list[int]] = {}  # engine link -> the bundles it stands for
+        for bundle, link in link_of.items():
+            self.bundles_of.setdefault(link, []).append(bundle)
+        self.net = DynamicNetwork([*capacities, *background_capacities(self.backgrounds)])
         self._background_flow: dict[int, Flow] = {}
 
     def run(self) -> EngineOutcome:
@@ -118,7 +140,7 @@ class DynamicEngine(Engine):
         action, k = payload  # type: ignore[misc]
         if action == "start":
             flow = self._background_flow[k] = Flow(
-                self.backgrounds[k].links, _BACKGROUND_BYTES, self.backgrounds[k]
+                self.background_links[k], _BACKGROUND_BYTES, self.backgrounds[k]
             )
             self._push_flows(self.net.add(flow, now), now)
         else:
@@ -132,11 +154,11 @@ class DynamicEngine(Engine):
             push(flow.finish_time(now), events.FLOW_DONE, (flow, flow.version))
 
     def _stuck(self, flow: Flow) -> str:
-        topo, capacity = self.router.topo if self.router else None, self.net.capacity
-        down = [b for b, _ in flow.links if capacity[b] <= 0]
+        topo, capacity = self.router.topo, self.net.capacity
+        down = [b for link, _ in flow.links if capacity[link] <= 0 for b in self.bundles_of.get(link, ())]
         names = []
         for b in down:
-            for link in self.members[b] if self.members else ():
+            for link in self.members[b]:
                 names.append(f"line {link // 2} ({topo.link_src[link]} -> {topo.link_dst[link]})")
         what = getattr(flow.owner, "group", "a flow")
         return (

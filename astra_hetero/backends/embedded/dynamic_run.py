@@ -1,8 +1,9 @@
 """The embedded backend on a directory with dynamics or several iterations (see `dynamic_engine`).
 
 Folding stays exact only where every member of a class sees the same events: a device slowdown
-separates the ranks it touches (a key per rank for `fold`); events on links, background flows and
-jitter (a draw per rank) make the simulation rank by rank.
+separates the ranks it touches (a key per rank for `fold`), a link event or a background flow the
+bundles it changes or loads (a key per bundle), and refinement splits the flow and rank classes that
+depend on them; jitter (a draw per rank and kernel) makes the simulation rank by rank.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from astra_hetero.backends.embedded.backend import SPAN_KINDS
 from astra_hetero.backends.embedded.dynamic_engine import DynamicEngine, engine_class
-from astra_hetero.backends.embedded.dynamics_input import NETWORK_KINDS, Dynamics
-from astra_hetero.backends.embedded.folding import fold
+from astra_hetero.backends.embedded.dynamics_input import Dynamics
+from astra_hetero.backends.embedded.folding import Folding, fold
+from astra_hetero.backends.embedded.routing import Router
 from astra_hetero.backends.embedded.rundir_reader import SimInput
+from astra_hetero.backends.embedded.timed import background_flows, bundle_members, link_changes, link_keys
 from astra_hetero.results.model import RunOutput, SharedSpans
 
 if TYPE_CHECKING:
@@ -25,15 +28,21 @@ if TYPE_CHECKING:
 def run_dynamic(
     backend: EmbeddedBackend, sim: SimInput, dynamics: Dynamics, iterations: int, started: float
 ) -> RunOutput:
-    unfold = bool(dynamics.of_kind(*NETWORK_KINDS, "jitter"))
+    unfold = bool(dynamics.of_kind("jitter"))
     folding = None
     if backend.fold and not unfold:
-        keys = [tuple(e.index for e in dynamics.events if r in e.ranks) for r in range(sim.num_ranks)]
-        folding = fold(sim, backend.workers, rank_keys=keys)
+        folding = fold_for_events(backend, sim, dynamics)
     workload, comm, simulated = backend.setup(sim, folding)
-    router = simulated.planner.router if folding is None else None
+    router = simulated.planner.router
     engine = engine_class(dynamics)(
-        workload, comm, dynamics, iterations, router, sim.max_comm_in_flight, keep_history=backend.timeline
+        workload,
+        comm,
+        dynamics,
+        iterations,
+        router,
+        sim.max_comm_in_flight,
+        keep_history=backend.timeline,
+        link_class=folding.comm.network.link_class if folding is not None else None,
     )
     outcome = engine.run()
     ends = _iteration_ends(engine.iteration_ends, iterations)
@@ -41,9 +50,19 @@ def run_dynamic(
     output = backend.output(sim, simulated, outcome, time.perf_counter() - started, ends, spans)
     meta = {**output.result.meta, "iterations": iterations}
     if unfold and backend.fold:
-        meta["folding_off"] = "events on links, background traffic or jitter: simulated rank by rank"
+        meta["folding_off"] = "jitter (a draw per rank and kernel): simulated rank by rank"
     result = dataclasses.replace(output.result, events=_event_records(engine, dynamics), meta=meta)
     return RunOutput(result, output.spans)
+
+
+def fold_for_events(backend: EmbeddedBackend, sim: SimInput, dynamics: Dynamics) -> Folding | None:
+    """Folding that keeps apart what the events treat apart: the ranks a device slowdown touches, and
+    the links an event changes or a background flow loads (with the flows and ranks that use them)."""
+    rank_keys = [tuple(e.index for e in dynamics.events if r in e.ranks) for r in range(sim.num_ranks)]
+    router = Router(sim.topology)
+    members = bundle_members(router)
+    keys = link_keys(link_changes(dynamics, router, members), background_flows(dynamics, router, members))
+    return fold(sim, backend.workers, rank_keys=rank_keys, link_keys=keys, router=router)
 
 
 def _iteration_ends(per_rank: list[list[int]], iterations: int) -> list[int]:

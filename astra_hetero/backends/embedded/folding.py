@@ -14,7 +14,7 @@ unknown group, an unmatched send); the caller then simulates rank by rank, which
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -43,10 +43,15 @@ class Folding:
 
 
 def fold(
-    sim: SimInput, workers: int | None = None, rank_keys: Sequence[Hashable] | None = None
+    sim: SimInput,
+    workers: int | None = None,
+    rank_keys: Sequence[Hashable] | None = None,
+    link_keys: Mapping[int, Hashable] | None = None,
+    router: Router | None = None,
 ) -> Folding | None:
     """Classes and folded communication for `sim`; `rank_keys` (one per rank) separates ranks that
-    the files alone would treat alike (a per-rank perturbation)."""
+    the files alone would treat alike (a per-rank perturbation), `link_keys` (bundle of `router` ->
+    key) bundles alike (a timed change of some links)."""
     shapes = read_shapes(sim.trace_paths, sim.num_ranks, workers)
     if not _consistent(sim, shapes):
         return None
@@ -57,12 +62,12 @@ def fold(
         )
         for r in range(sim.num_ranks)
     ]
-    router = Router(sim.topology)
+    router = router or Router(sim.topology)
     planner = comm_planner(sim, router)
     group_keys: dict[str, Hashable] = {}
     while True:
         classes = rank_classes(shapes, sim.groups, keys, group_keys)
-        network = fold_network(classes, shapes, sim.groups, planner, router.bundle_bytes_per_ns)
+        network = fold_network(classes, shapes, sim.groups, planner, router.bundle_bytes_per_ns, link_keys)
         if not isinstance(network, Splits):
             break
         for rank, key in network.rank_keys.items():

@@ -44,6 +44,7 @@ class FoldedNetwork:
     collective_plans: dict[tuple[int, str, int], tuple[PhasePlan, ...]]  # (group class, kind, size) -> phases
     transfer_plans: dict[tuple[int, int, int], tuple[PhasePlan, ...]]  # (rank class, peer position, size)
     num_links: int  # links (bundles) the folded plans stand for, for reporting
+    link_class: dict[int, int]  # bundle -> its link class, for every bundle some flow uses
 
 
 @dataclass(frozen=True)
@@ -69,14 +70,18 @@ def fold_network(
     groups: Mapping[str, Sequence[int]],
     planner: CommPlanner | NcclCommPlanner,
     capacities: Sequence[float],
+    link_keys: Mapping[int, Hashable] | None = None,
 ) -> FoldedNetwork | Splits:
+    """`link_keys` (bundle -> key) separates bundles that are alike now but not over the whole run (a
+    timed event changes them): they fall into link classes of their own, and so do the flow and rank
+    classes that load them."""
     flow_classes = _collective_classes(classes, shapes, groups, planner) + _transfer_classes(
         classes, shapes, planner
     )
     splits = _phase_count_splits(flow_classes)
     if splits:
         return splits
-    link_class = _link_classes(flow_classes, capacities)
+    link_class = _link_classes(flow_classes, capacities, link_keys or {})
     splits = _instance_splits(flow_classes, link_class)
     if splits:
         return splits
@@ -135,8 +140,11 @@ def _phase_count_splits(flow_classes: list[_FlowClass]) -> Splits | None:
     return _splits(flow_classes, keys)
 
 
-def _link_classes(flow_classes: list[_FlowClass], capacities: Sequence[float]) -> dict[int, int]:
-    """Bundle -> link class: equal capacity and equal summed weight from every flow class phase."""
+def _link_classes(
+    flow_classes: list[_FlowClass], capacities: Sequence[float], link_keys: Mapping[int, Hashable]
+) -> dict[int, int]:
+    """Bundle -> link class: equal capacity, equal key and equal summed weight from every flow class
+    phase."""
     signature: dict[int, list[tuple[int, int, float]]] = {}
     for number, fc in enumerate(flow_classes):
         for phase in range(len(fc.plans[0])):
@@ -144,7 +152,9 @@ def _link_classes(flow_classes: list[_FlowClass], capacities: Sequence[float]) -
                 signature.setdefault(link, []).append((number, phase, round(total, _DIGITS)))
     index: dict[tuple, int] = {}
     return {
-        link: index.setdefault((round(capacities[link], _DIGITS), tuple(sig)), len(index))
+        link: index.setdefault(
+            (round(capacities[link], _DIGITS), link_keys.get(link), tuple(sig)), len(index)
+        )
         for link, sig in sorted(signature.items())
     }
 
@@ -205,4 +215,4 @@ def _folded(
         kind, owner, what, size = fc.key
         target = collective if kind == "coll" else transfer
         target[(owner, what, size)] = tuple(phases)
-    return FoldedNetwork(class_capacity, collective, transfer, len(link_class))
+    return FoldedNetwork(class_capacity, collective, transfer, len(link_class), link_class)

@@ -94,7 +94,7 @@ class LinkChange:
 @dataclass(frozen=True)
 class Background:
     event: TimedEvent
-    links: tuple[tuple[int, float], ...]  # bundles of the route and the flow's own cap (a virtual link)
+    links: tuple[tuple[int, float], ...]  # (bundle, share) along its route
     lines: tuple[int, ...]  # topology.txt link lines it loads
 
 
@@ -128,14 +128,13 @@ def link_changes(dynamics: Dynamics, router: Router, members: list[list[int]]) -
     return changes
 
 
-def background_flows(
-    dynamics: Dynamics, router: Router, members: list[list[int]], first_virtual: int
-) -> list[Background]:
+def background_flows(dynamics: Dynamics, router: Router, members: list[list[int]]) -> list[Background]:
     """Each background_traffic event as a flow from its source node's NIC to its destination's: the
-    route between the nodes' first GPUs without the GPU's own links, capped at `gbps` by a virtual link."""
+    route between the nodes' first GPUs without the GPU's own links (the engine caps it at `gbps`
+    with a virtual link of its own)."""
     topo = router.topo
     out = []
-    for k, e in enumerate(dynamics.of_kind("background_traffic")):
+    for e in dynamics.of_kind("background_traffic"):
         route = router.route(e.src_rank, e.dst_rank)
         links = tuple(
             (b, share)
@@ -143,8 +142,21 @@ def background_flows(
             if all(topo.is_switch[topo.link_src[m]] and topo.is_switch[topo.link_dst[m]] for m in members[b])
         )
         lines = tuple(sorted({m // 2 for b, _ in links for m in members[b]}))
-        out.append(Background(e, (*links, (first_virtual + k, 1.0)), lines))
+        out.append(Background(e, links, lines))
     return out
+
+
+def link_keys(changes: list[LinkChange], backgrounds: list[Background]) -> dict[int, tuple[object, ...]]:
+    """Per bundle that an event changes or loads, what it sees of them over the run: folding keeps such
+    bundles in link classes of their own (bundles with equal keys change alike at every instant)."""
+    keys: dict[int, tuple[object, ...]] = {}
+    for k, change in enumerate(changes):
+        for b, capacity in change.capacities.items():
+            keys[b] = (*keys.get(b, ()), (k, capacity))
+    for k, background in enumerate(backgrounds):
+        for b, share in background.links:
+            keys[b] = (*keys.get(b, ()), ("background", k, share))
+    return keys
 
 
 def background_capacities(backgrounds: list[Background]) -> list[float]:
