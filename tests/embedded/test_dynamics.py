@@ -221,3 +221,25 @@ def test_jitter_is_deterministic_for_a_seed_and_differs_between_seeds(tmp_path, 
     assert jittered(7) == jittered(7)
     assert jittered(7) != jittered(8)
     assert jittered(7, sigma=0.0) == pytest.approx(static, abs=1e-3)
+
+
+def test_jitter_for_the_whole_run_draws_what_the_timed_path_draws(tmp_path):
+    """Jitter over the whole run is drawn per iteration up front (static compute paths); with a
+    windowed event or a slowdown beside it, the timed path draws per kernel: the same kernels get the
+    same times."""
+    pipeline_dir(tmp_path, 3, 4, 100)
+    jitter = timed("jitter", sigma=0.3, seed=11, ranks=[0, 1, 2])
+    no_op = slowdown([0], 1.0, index=1)  # changes nothing, but sends compute through the timed path
+
+    def run(events):
+        with_dynamics(tmp_path, events, iterations=3)
+        result = EmbeddedBackend().run(tmp_path).result
+        return [it["time_us"] for it in result.iterations], [r.compute_us for r in result.ranks]
+
+    up_front = run([jitter])
+    assert up_front == run([jitter, no_op])
+    windowed = run([{**jitter, "end_ns": 10**15}])  # ends long after the run: the same draws
+    assert windowed == up_front
+    with_dynamics(tmp_path, [], iterations=3)
+    static = EmbeddedBackend().run(tmp_path).result
+    assert up_front[0] != [it["time_us"] for it in static.iterations]

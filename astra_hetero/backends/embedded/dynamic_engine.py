@@ -15,6 +15,8 @@ times, replaces the compute paths with plain calls through `_compute_end`.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from astra_hetero.backends.embedded import events
@@ -105,6 +107,8 @@ class DynamicEngine(Engine):
         self._background_flow: dict[int, Flow] = {}
 
     def run(self) -> EngineOutcome:
+        for row in range(len(self.w.ranks)):
+            self._new_iteration(row)
         for g in self.w.roots:
             self._ready(g, 0)
         queue = self.queue
@@ -130,6 +134,7 @@ class DynamicEngine(Engine):
                 self._phase_done(payload, now)
             else:
                 self._timed(payload, now)
+        self._new_iteration(-1)
         return self._outcome()
 
     # --- timed events --------------------------------------------------------------------------------
@@ -168,6 +173,9 @@ class DynamicEngine(Engine):
         )
 
     # --- iterations ----------------------------------------------------------------------------------
+    def _new_iteration(self, row: int) -> None:
+        """Called before a rank (row) starts an iteration, and with -1 when the run is over."""
+
     def _sink_done(self, g: int, now: int) -> None:
         """Every node precedes a sink (a node without successors) of its rank, so the rank's iteration
         is done when its last sink completes."""
@@ -190,6 +198,7 @@ class DynamicEngine(Engine):
         self.start_ns[first:end] = [-1] * n
         self.end_ns[first:end] = [-1] * n
         self.left[rank] = self.sinks[rank]
+        self._new_iteration(rank)
         for root in self.roots_of[rank]:
             self._ready(root, now)
 
@@ -246,6 +255,35 @@ class TimedComputeEngine(DynamicEngine):
                 self.busy[rank] = False
 
 
+class WholeRunJitterEngine(DynamicEngine):
+    """Jitter that lasts the whole run, and nothing else that changes compute: each rank's kernel times
+    are drawn for the whole iteration when it starts it and written into the workload's durations, so
+    compute keeps the static engine's inlined paths. The same draws and rounding as the timed path."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        w = self.w
+        self.base_ns = np.asarray(w.durations_ns, dtype=np.float64)
+        self.is_compute = np.asarray(w.kinds) == KIND_COMP
+        self.ends = [*w.offsets[1:], len(w.kinds)]
+
+    def _new_iteration(self, row: int) -> None:
+        if row < 0:  # the run is over: leave the workload's durations as they were
+            self.durations_ns[:] = self.base_ns.astype(np.int64).tolist()
+            return
+        assert self.jitter is not None
+        first, end = self.w.offsets[row], self.ends[row]
+        factors = self.jitter.whole_iteration(row, self.iteration[row])
+        base, compute = self.base_ns[first:end], self.is_compute[first:end]
+        drawn = np.where(compute & (base > 0), np.rint(base * factors), base)
+        self.durations_ns[first:end] = drawn.astype(np.int64).tolist()
+
+
 def engine_class(dynamics: Dynamics) -> type[DynamicEngine]:
-    """The engine for `dynamics`: compute goes through the timed path only when some event changes it."""
+    """The engine for `dynamics`: compute goes through the timed path only when some event changes it
+    during the run (a slowdown, jitter for part of it)."""
+    jitters = dynamics.of_kind("jitter")
+    if not dynamics.of_kind("device_slowdown") and jitters:
+        if all(e.start_ns == 0 and e.end_ns is None for e in jitters):
+            return WholeRunJitterEngine
     return TimedComputeEngine if dynamics.of_kind("device_slowdown", "jitter") else DynamicEngine

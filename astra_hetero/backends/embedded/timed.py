@@ -75,14 +75,23 @@ class Jitter:
                 f *= (draws if draws is not None else self._draws(k, row, iteration))[local]
         return f
 
+    def whole_iteration(self, row: int, iteration: int) -> np.ndarray:
+        """The factor of every node of a rank's iteration when every event lasts the whole run: the
+        product over the events, in their order (as `factor` multiplies them)."""
+        f = np.ones(self.lengths[row])
+        for k in range(len(self.events)):
+            f = f * self._factors(k, row, iteration)
+        return f
+
     def _draws(self, k: int, row: int, iteration: int) -> list[float]:
-        e = self.events[k]
-        rng = np.random.default_rng([e.seed, self.ranks[row], iteration])
-        draws = self._cache[(k, row, iteration)] = np.exp(
-            rng.normal(0.0, e.sigma, self.lengths[row])
-        ).tolist()
+        draws = self._cache[(k, row, iteration)] = self._factors(k, row, iteration).tolist()
         self._cache.pop((k, row, iteration - 1), None)  # a rank never looks back
         return draws
+
+    def _factors(self, k: int, row: int, iteration: int) -> np.ndarray:
+        e = self.events[k]
+        rng = np.random.default_rng([e.seed, self.ranks[row], iteration])
+        return np.exp(rng.normal(0.0, e.sigma, self.lengths[row]))
 
 
 @dataclass(frozen=True)
