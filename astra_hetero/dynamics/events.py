@@ -24,8 +24,11 @@ def _whole(low: int, high: int) -> Any:
 
 
 Millis = _real(0.0, 1e9)
-Factor = _real(0.0, 1e3)  # 0 only for link_rate (a link that is down)
-Speed = _real(0.0, 1e3, low_open=True)
+# Slower than 1/1000 is an outage, not a slowdown: it would stretch a 1 ms kernel or transfer past
+# a simulated quarter of an hour, and 1e-300 past the engine's clock. An outage is factor 0 (links).
+SLOWEST = 1e-3
+Factor = _real(0.0, 1e3)  # 0 (a link that is down) or at least SLOWEST: checked by LinkRate
+Speed = _real(SLOWEST, 1e3)
 Gbps = _real(0.0, 1e6, low_open=True)
 NodeIndex = _whole(0, 1_000_000)
 RankIndex = _whole(0, 100_000_000)
@@ -62,6 +65,13 @@ class LinkRate(_Event):
     spine: NodeIndex | None = Field(None, description="uplink only: the links to this spine")
     factor: Factor = Field(description="new rate / static rate; 0 takes the links down")
 
+    @field_validator("factor")
+    @classmethod
+    def _down_or_slow(cls, factor: float) -> float:
+        if 0 < factor < SLOWEST:
+            raise ValueError(f"must be 0 (links down) or at least {SLOWEST:g}, not {factor:g}")
+        return factor
+
     @model_validator(mode="after")
     def _fields(self) -> LinkRate:
         if self.kind != "uplink" and self.node_group is None:
@@ -78,7 +88,7 @@ class DeviceSlowdown(_Event):
     node_group: str | None = None
     node: NodeIndex | None = None
     ranks: list[RankIndex] | None = Field(None, min_length=1, description="explicit ranks instead of a group")
-    factor: Speed = Field(description="new speed / static speed, > 0")
+    factor: Speed = Field(description="new speed / static speed, from 0.001 up")
 
     @model_validator(mode="after")
     def _selection(self) -> DeviceSlowdown:

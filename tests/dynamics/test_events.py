@@ -62,7 +62,12 @@ def test_a_spec_without_dynamics_is_static():
         (
             {"event": "device_slowdown", "node_group": "h100", "factor": 0},
             "dynamics[0].factor",
-            "greater than 0",
+            "greater than or equal to 0.001",
+        ),
+        (
+            {"event": "link_rate", "node_group": "h100", "kind": "nic", "factor": 1e-300},
+            "dynamics[0].factor",
+            "0 (links down) or at least 0.001",
         ),
         ({"event": "device_slowdown", "factor": 0.5}, "dynamics[0]", "exactly one"),
         (

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from astra_hetero.backends.embedded.backend import EmbeddedBackend
-from astra_hetero.errors import SimulationDeadlock
+from astra_hetero.errors import FieldError
 from tests.embedded.rundirs import coll, comp, machines, recv, send, single_switch, write_run_dir
 
 IDEAL_RING = {"collective_model": "ideal", "collective_algorithm": "ring"}
@@ -172,8 +172,9 @@ def test_flows_wait_for_a_link_that_is_down_and_resume_when_it_is_up(tmp_path, s
 
 def test_a_run_that_can_never_finish_fails_naming_the_link(tmp_path, simulate):
     with_dynamics(spine_leaf_send_dir(tmp_path, 1_000_000), [link_rate([1], 0.0)])
-    with pytest.raises(SimulationDeadlock, match=r"line 1 \("):
+    with pytest.raises(FieldError, match=r"line 1 \(") as caught:
         simulate(tmp_path)
+    assert caught.value.field == "dynamics[0]" and caught.value.exit_code == 2
 
 
 def test_background_traffic_takes_its_rate_from_the_links_it_shares(tmp_path, simulate):

@@ -38,7 +38,7 @@ from astra_hetero.backends.embedded.timed import (
 )
 from astra_hetero.backends.embedded.tracefile import KIND_COMP
 from astra_hetero.backends.embedded.workload import FlatWorkload
-from astra_hetero.errors import SimulationDeadlock
+from astra_hetero.errors import FieldError
 
 _BACKGROUND_BYTES = 1e30  # a background flow never runs out; its end is a timed event
 
@@ -78,6 +78,7 @@ class DynamicEngine(Engine):
         jitters = dynamics.of_kind("jitter")
         self.jitter = Jitter(jitters, w.ranks, self.lengths) if jitters else None
         self.router = router
+        self.link_events = dynamics.of_kind("link_rate")
         self.members = bundle_members(router)
         capacities = list(comm.capacities)
         # bundle -> engine link: the bundle itself rank by rank, its link class when folded
@@ -128,7 +129,7 @@ class DynamicEngine(Engine):
                 if version != flow.version or isinstance(flow.owner, Background):
                     continue
                 if now >= NEVER_NS:
-                    raise SimulationDeadlock(self._stuck(flow))
+                    raise self._stuck(flow)
                 self._flow_done(flow, now)
             elif kind == events.PHASE_DONE:
                 self._phase_done(payload, now)
@@ -158,18 +159,27 @@ class DynamicEngine(Engine):
         for flow in flows:
             push(flow.finish_time(now), events.FLOW_DONE, (flow, flow.version))
 
-    def _stuck(self, flow: Flow) -> str:
+    def _stuck(self, flow: Flow) -> FieldError:
+        """The error of a run that can never finish: `flow` waits on links that are down for good. It
+        names the events that took them down (input the user can change: exit 2) and a few links."""
         topo, capacity = self.router.topo, self.net.capacity
         down = [b for link, _ in flow.links if capacity[link] <= 0 for b in self.bundles_of.get(link, ())]
-        names = []
-        for b in down:
-            for link in self.members[b]:
-                names.append(f"line {link // 2} ({topo.link_src[link]} -> {topo.link_dst[link]})")
+        lines = sorted({link // 2 for b in down for link in self.members[b]})
+        names = [f"line {line} ({topo.link_src[2 * line]} - {topo.link_dst[2 * line]})" for line in lines[:4]]
+        if len(lines) > 4:
+            names.append(f"and {len(lines) - 4} more")
+        culprits = [
+            e.index
+            for e in self.link_events
+            if e.factor == 0 and e.end_ns is None and set(e.links).intersection(lines)
+        ]
         what = getattr(flow.owner, "group", "a flow")
-        return (
-            f"dynamics: the run can never finish: {what!r} waits on link(s) "
-            f"{', '.join(names) or 'with no capacity'} of ns3/topology.txt, down with no event "
-            "that brings them back up (give that link_rate event an end_ms)"
+        field = ", ".join(f"dynamics[{i}]" for i in culprits) or "dynamics"
+        return FieldError(
+            field,
+            f"the run can never finish: {what!r} needs link(s) {', '.join(names) or 'with no capacity'} "
+            "of ns3/topology.txt, which this event takes down for good and no path avoids; give it an "
+            "end_ms",
         )
 
     # --- iterations ----------------------------------------------------------------------------------
