@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from astra_hetero.errors import SpecError
@@ -137,3 +139,28 @@ def test_the_spec_written_into_a_run_directory_loads_back_with_its_events(tmp_pa
     build_run_dir(spec, tmp_path / "run")
     again = load_spec(tmp_path / "run/spec.yaml")
     assert again.dynamics == spec.dynamics and again.iterations == 2
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"event": "jitter", "sigma": 1e308, "seed": 1},
+        {"event": "device_slowdown", "factor": 1e-200, "ranks": [0]},
+        {"event": "device_slowdown", "factor": 0.0, "ranks": [0]},
+        {"event": "link_rate", "factor": float("nan"), "links": [0]},
+        {"event": "link_rate", "factor": 0.5, "links": [10**6]},
+        {"event": "jitter", "sigma": 0.1, "seed": 1, "end_ns": 1e300},
+        {"event": "background_traffic", "gbps": float("inf"), "src_rank": 0, "dst_rank": 1},
+    ],
+    ids=["sigma", "tiny-speed", "zero-speed", "nan-rate", "line", "end", "gbps"],
+)
+def test_a_hand_written_dynamics_file_is_held_to_the_specs_bounds(tmp_path, change):
+    """dynamics.json is input like a spec: what the spec refuses, the reader refuses (RunDirError,
+    exit 2), never a number that overflows the engine's clock."""
+    from astra_hetero.backends.embedded.dynamics_input import read_dynamics
+    from astra_hetero.errors import RunDirError
+
+    event = {"index": 0, "start_ns": 0, "end_ns": None, "ranks": [], **change}
+    (tmp_path / "dynamics.json").write_text(json.dumps({"format": 1, "iterations": 1, "events": [event]}))
+    with pytest.raises(RunDirError, match=r"dynamics.json: events\[0\]"):
+        read_dynamics(tmp_path, 4, 8)

@@ -7,13 +7,15 @@ one iteration, no events.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from astra_hetero import rundir
+from astra_hetero.dynamics.events import MAX_FACTOR, MAX_GBPS, MAX_SIGMA, SLOWEST
 from astra_hetero.errors import RunDirError
+
+MAX_NS = 10**15  # the spec bounds times to 1e9 ms
 
 KINDS = ("link_rate", "device_slowdown", "background_traffic", "jitter")
 NETWORK_KINDS = ("link_rate", "background_traffic")
@@ -93,14 +95,19 @@ def _event(data: Any, where: str, num_ranks: int, num_lines: int) -> TimedEvent:
         raise RunDirError(
             f"{where}: a rank or link line outside the run directory's {num_ranks} ranks, {num_lines} links"
         )
-    if (
-        not math.isfinite(event.factor)
-        or event.factor < 0
-        or (event.event == "device_slowdown" and event.factor <= 0)
+    # the bounds the spec enforces (`dynamics.events`), for directories written by hand
+    if not (event.factor == 0 or SLOWEST <= event.factor <= MAX_FACTOR) or (
+        event.event == "device_slowdown" and event.factor == 0
     ):
-        raise RunDirError(f"{where}: factor {event.factor} out of range")
+        raise RunDirError(
+            f"{where}: factor {event.factor} out of range (0 for links down, else {SLOWEST:g}..)"
+        )
+    if not 0 <= event.sigma <= MAX_SIGMA:
+        raise RunDirError(f"{where}: sigma {event.sigma} outside 0..{MAX_SIGMA:g}")
+    if end is not None and end > MAX_NS or start > MAX_NS:
+        raise RunDirError(f"{where}: start_ns and end_ns must be at most {MAX_NS:.0e}")
     if event.event == "background_traffic" and not (
-        event.gbps > 0 and 0 <= event.src_rank < num_ranks and 0 <= event.dst_rank < num_ranks
+        0 < event.gbps <= MAX_GBPS and 0 <= event.src_rank < num_ranks and 0 <= event.dst_rank < num_ranks
     ):
         raise RunDirError(f"{where}: background_traffic needs gbps > 0 and src_rank, dst_rank")
     if event.event == "link_rate" and not links:
