@@ -36,6 +36,7 @@ from astra_hetero.spec.types import (
     Multiplier,
     Oversubscription,
     Probability,
+    Slowdown,
     SmallCount,
     TbytesPerS,
     Tflops,
@@ -522,6 +523,12 @@ class ComputeSpec(Strict):
         "fused",
         description="fused: FlashAttention-style kernels (no score matrix, recompute in the backward); "
         "unfused: scores materialised with a fused softmax, as Megatron ran before fused attention",
+    )
+    comm_overlap_slowdown: Slowdown = Field(
+        0.0,
+        description="compute kernels take (1 + this) times as long while a communication kernel of "
+        "their GPU runs beside them (they share its SMs and memory bandwidth); 0 = no contention. Off "
+        "by default: published measurements depend on the GPU, NCCL's channel count and the kernels",
     )
 
 

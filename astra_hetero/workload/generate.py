@@ -278,6 +278,7 @@ def manifest(plan: WorkloadPlan) -> dict[str, Any]:
         "collective_protocol": spec.collectives.protocol,
         "nccl_tests": table_records(spec.collectives.nccl_tests),
         "max_comm_in_flight_per_rank": spec.collectives.max_in_flight_per_rank,
+        "comm_overlap_slowdown": spec.compute.comm_overlap_slowdown,
         "link_model": spec.network.link_model,
         "step_down_efficiency": spec.network.step_down_efficiency,
         "model": spec.model.model_dump(mode="json"),

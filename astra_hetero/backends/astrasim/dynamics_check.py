@@ -35,6 +35,13 @@ def refuse_dynamics(run_dir: Path, backend: str, iterations: int | None) -> None
             f"dynamics[{index}] ({kind}): the {backend} backend cannot model it "
             f"({_WHY.get(kind, 'unknown event')}); run it on the embedded backend ({path})"
         )
+    manifest = Path(run_dir) / rundir.MANIFEST
+    slowdown = rundir.read_json_object(manifest, "").get("comm_overlap_slowdown") if manifest.is_file() else 0
+    if slowdown:
+        raise RunDirError(
+            f"compute.comm_overlap_slowdown {slowdown}: the {backend} backend cannot model it (a "
+            "kernel runs for exactly its trace duration); run it on the embedded backend"
+        )
     if count != 1:
         raise RunDirError(
             f"iterations {count}: the {backend} backend simulates one iteration of the traces; "

@@ -79,7 +79,8 @@ class EmbeddedBackend:
             sim = read_run_dir(Path(run_dir))
             dynamics = read_dynamics(Path(run_dir), sim.num_ranks, sim.topology.num_links // 2)
             iterations = self.iterations or dynamics.iterations
-            if not dynamics.events and iterations == 1:  # the static engine, with its inlined hot paths
+            static = not dynamics.events and iterations == 1 and not sim.comm_overlap_slowdown
+            if static:  # the static engine, with its inlined hot paths
                 folding = fold(sim, self.workers) if self.fold else None
                 workload, comm, simulated = self.setup(sim, folding)
                 outcome = Engine(workload, comm, sim.max_comm_in_flight).run()

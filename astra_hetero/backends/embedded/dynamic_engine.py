@@ -24,7 +24,7 @@ from astra_hetero.backends.embedded.commmodel import FoldedComm, PlainComm
 from astra_hetero.backends.embedded.dynamics_input import Dynamics
 from astra_hetero.backends.embedded.engine import Engine
 from astra_hetero.backends.embedded.network import NEVER_NS, DynamicNetwork, Flow
-from astra_hetero.backends.embedded.records import EngineOutcome
+from astra_hetero.backends.embedded.records import Comm, EngineOutcome
 from astra_hetero.backends.embedded.routing import Router
 from astra_hetero.backends.embedded.timed import (
     Background,
@@ -54,12 +54,14 @@ class DynamicEngine(Engine):
         max_comm_in_flight: int = 0,
         keep_history: bool = True,
         link_class: dict[int, int] | None = None,
+        comm_slowdown: float = 0.0,
     ) -> None:
         """`link_class`: bundle -> the engine's link standing for it when the ranks are folded (None:
         rank by rank, the engine's links are the router's bundles)."""
         super().__init__(workload, comm, max_comm_in_flight)
         w = workload
         self.num_iterations = iterations
+        self.comm_slowdown = comm_slowdown
         ends = [*w.offsets[1:], len(w.kinds)]
         self.lengths = [end - first for first, end in zip(w.offsets, ends, strict=True)]
         is_sink = np.diff(np.asarray(w.successor_bounds, dtype=np.int64)) == 0
@@ -265,6 +267,84 @@ class TimedComputeEngine(DynamicEngine):
                 self.busy[rank] = False
 
 
+class ContendedComputeEngine(TimedComputeEngine):
+    """Compute that shares its GPU with communication kernels (`compute.comm_overlap_slowdown` s): a
+    kernel runs at 1/(1 + s) of its speed while its rank has a collective or transfer in flight, pro
+    rata inside a kernel that communication starts or stops beside (as a slowdown event stretches it).
+    A kernel's end is re-timed at each such change; the events of the old end are dropped as stale."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        rows = len(self.w.ranks)
+        self.running = [-1] * rows  # the compute node a rank runs, or -1
+        self.left = [0.0] * rows  # its static-speed work still to do (ns) at `since`
+        self.since = [0] * rows
+        self.stretch = [1.0] * rows  # 1 + s while contended, else 1: what its end was timed with
+        self.due = [-1] * len(self.w.kinds)  # a compute node's current end (older events are stale)
+
+    def _contention(self, rank: int) -> float:
+        return 1.0 + self.comm_slowdown if self.active[rank] else 1.0
+
+    def _compute_end(self, rank: int, g: int, now: int) -> int:
+        work = self.durations_ns[g]
+        jitter = self.jitter
+        if jitter is not None and work:
+            work = round(work * jitter.factor(rank, self.iteration[rank], g - self.w.offsets[rank], now))
+        self.running[rank], self.left[rank], self.since[rank] = g, float(work), now
+        return self._retime(rank, now)
+
+    def _retime(self, rank: int, now: int) -> int:
+        """Time the running kernel's end from `now` under the rank's present contention."""
+        stretch = self.stretch[rank] = self._contention(rank)
+        profile = self.profiles[rank]
+        work = self.left[rank] * stretch
+        end = profile.finish(now, round(work)) if profile is not None else now + round(work)
+        self.due[self.running[rank]] = end
+        return end
+
+    def _contention_changed(self, rank: int, now: int) -> None:
+        g = self.running[rank]
+        if g < 0 or self._contention(rank) == self.stretch[rank]:
+            return
+        done = now - self.since[rank]
+        profile = self.profiles[rank]
+        if profile is not None:
+            done = profile.work(self.since[rank], now)
+        self.left[rank] = max(0.0, self.left[rank] - done / self.stretch[rank])
+        self.since[rank] = now
+        self.queue.push_batched(self._retime(rank, now), events.COMPUTE_DONE, g)
+
+    def _compute_done(self, nodes: list[int], now: int) -> None:
+        current = []
+        for g in nodes:
+            if self.due[g] == now:  # else a re-timed kernel's old end: stale
+                self.due[g] = -1  # (an end re-timed to the same instant is queued twice)
+                self.running[self.rank_of[g]] = -1
+                current.append(g)
+        super()._compute_done(current, now)
+
+    # every way a rank's communication starts or ends: collectives (`_start_comm`, `_finish_comm`,
+    # inlined over their members) and transfers (`_begin_comm`, `_end_comm`)
+    def _start_comm(self, comm: Comm, now: int) -> None:
+        super()._start_comm(comm, now)
+        for g in comm.nodes:
+            self._contention_changed(self.rank_of[g], now)
+
+    def _finish_comm(self, comm: Comm, now: int) -> None:
+        ranks = [self.rank_of[g] for g in comm.nodes]
+        super()._finish_comm(comm, now)
+        for rank in ranks:
+            self._contention_changed(rank, now)
+
+    def _begin_comm(self, rank: int, now: int) -> None:
+        super()._begin_comm(rank, now)
+        self._contention_changed(rank, now)
+
+    def _end_comm(self, rank: int, now: int) -> None:
+        super()._end_comm(rank, now)
+        self._contention_changed(rank, now)
+
+
 class WholeRunJitterEngine(DynamicEngine):
     """Jitter that lasts the whole run, and nothing else that changes compute: each rank's kernel times
     are drawn for the whole iteration when it starts it and written into the workload's durations, so
@@ -289,9 +369,11 @@ class WholeRunJitterEngine(DynamicEngine):
         self.durations_ns[first:end] = drawn.astype(np.int64).tolist()
 
 
-def engine_class(dynamics: Dynamics) -> type[DynamicEngine]:
-    """The engine for `dynamics`: compute goes through the timed path only when some event changes it
-    during the run (a slowdown, jitter for part of it)."""
+def engine_class(dynamics: Dynamics, comm_slowdown: float = 0.0) -> type[DynamicEngine]:
+    """The engine for `dynamics`: compute goes through the timed path only when something changes it
+    during the run (a slowdown, jitter for part of it, communication beside it)."""
+    if comm_slowdown:
+        return ContendedComputeEngine
     jitters = dynamics.of_kind("jitter")
     if not dynamics.of_kind("device_slowdown") and jitters:
         if all(e.start_ns == 0 and e.end_ns is None for e in jitters):

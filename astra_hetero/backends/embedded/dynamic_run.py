@@ -34,7 +34,7 @@ def run_dynamic(
         folding = fold_for_events(backend, sim, dynamics)
     workload, comm, simulated = backend.setup(sim, folding)
     router = simulated.planner.router
-    engine = engine_class(dynamics)(
+    engine = engine_class(dynamics, sim.comm_overlap_slowdown)(
         workload,
         comm,
         dynamics,
@@ -43,6 +43,7 @@ def run_dynamic(
         sim.max_comm_in_flight,
         keep_history=backend.timeline,
         link_class=folding.comm.network.link_class if folding is not None else None,
+        comm_slowdown=sim.comm_overlap_slowdown,
     )
     outcome = engine.run()
     ends = _iteration_ends(engine.iteration_ends, iterations)

@@ -29,6 +29,7 @@ class ManifestFields:
     workload_prefix: str | None = None
     labels: list[dict[str, Any]] = field(default_factory=list)  # per rank, in rank order
     hbm_gbytes_per_s: list[float] | None = None  # per rank, or None when the manifest gives none
+    comm_overlap_slowdown: float = 0.0  # compute's extra time beside communication (spec compute.*)
 
 
 def manifest_fields(data: dict[str, Any], path: Path) -> ManifestFields:
@@ -44,7 +45,10 @@ def manifest_fields(data: dict[str, Any], path: Path) -> ManifestFields:
     if prefix is not None:
         prefix = _relative_path(prefix, path)
     labels = _labels(data.get("ranks", []), num_ranks, path)
-    return ManifestFields(num_ranks, limit or 0, prefix, labels, _hbm(labels, path))
+    slowdown = data.get("comm_overlap_slowdown", 0.0)
+    if isinstance(slowdown, bool) or not isinstance(slowdown, int | float) or not 0 <= slowdown <= 1:
+        raise RunDirError(f"{path}: comm_overlap_slowdown must be a number in 0..1, not {slowdown!r}")
+    return ManifestFields(num_ranks, limit or 0, prefix, labels, _hbm(labels, path), float(slowdown))
 
 
 def _is_int(value: Any) -> bool:

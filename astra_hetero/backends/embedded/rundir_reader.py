@@ -43,6 +43,7 @@ class SimInput:
     memory_bytes_per_ns: list[float] | None = None  # per rank (manifest hbm_gbytes_per_s), or None
     comm: CommInputs = CommInputs()  # communication model, link kinds, architectures, nccl-tests tables
     link_model: str = "ideal"  # how the links' rates and delays were derived (already applied)
+    comm_overlap_slowdown: float = 0.0  # compute's extra time while its GPU communicates
 
     @property
     def num_ranks(self) -> int:
@@ -84,6 +85,7 @@ def read_run_dir(root: Path) -> SimInput:
         fields.hbm_gbytes_per_s,  # GB/s is bytes per ns
         comm,
         link_model,
+        fields.comm_overlap_slowdown,
     )
 
 

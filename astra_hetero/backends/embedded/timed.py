@@ -41,6 +41,16 @@ class SpeedProfile:
             left -= (nxt - t) * speed
             t, k = nxt, k + 1
 
+    def work(self, start: int, end: int) -> float:
+        """Static-speed work done between `start` and `end` (the integral of the speed)."""
+        k = bisect.bisect_right(self.times, start) - 1
+        t, done = float(start), 0.0
+        while t < end:
+            nxt = min(self.times[k + 1] if k + 1 < len(self.times) else math.inf, end)
+            done += (nxt - t) * self.speeds[k]
+            t, k = nxt, k + 1
+        return done
+
 
 def speed_profiles(dynamics: Dynamics, ranks: list[int]) -> list[SpeedProfile | None]:
     """Per simulated rank (`ranks[i]` is its rank), its profile, or None at constant full speed."""
