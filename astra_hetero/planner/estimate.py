@@ -28,6 +28,7 @@ from astra_hetero.planner.comm import P2P, Op, trace_size
 from astra_hetero.planner.context import OptionContext
 from astra_hetero.planner.pipeline import Passes, Replica, StageRun, run
 from astra_hetero.planner.sync import Bucket, chunk_buckets, issue_times
+from astra_hetero.workload.schedule import FORWARD, stage_steps
 
 # The traces carry compute in whole microseconds, rounded per rank on the cumulative time (±0.5 µs
 # for any prefix of a rank's work); a chain through every stage and back crosses each rank twice.
@@ -46,15 +47,23 @@ class Cell:
 class Assessment:
     estimate_ns: float
     bound_ns: float
+    estimated: bool = True  # False: the bound only, so far (`estimate_ns` is the bound)
 
 
 def assess(
-    ctx: OptionContext, cells: list[list[Cell]], layers: tuple[int, ...], micro_batches: tuple[int, ...]
+    ctx: OptionContext,
+    cells: list[list[Cell]],
+    layers: tuple[int, ...],
+    micro_batches: tuple[int, ...],
+    estimate: bool = True,
 ) -> Assessment:
+    """Bound and estimate; with `estimate=False` the bound only (the estimate, the dearer part, is
+    left for `estimated` and stands at the bound, which it never falls below)."""
     plan = _Timed(ctx, cells, layers, micro_batches)
-    estimate, runs = plan.estimate()
-    bound = max(0.0, plan.bound(runs) - _ROUNDING_NS_PER_STAGE * ctx.shape.pp)
-    return Assessment(estimate_ns=max(estimate, bound), bound_ns=bound)
+    bound = max(0.0, plan.bound() - _ROUNDING_NS_PER_STAGE * ctx.shape.pp)
+    if not estimate:
+        return Assessment(estimate_ns=bound, bound_ns=bound, estimated=False)
+    return Assessment(estimate_ns=max(plan.estimate(), bound), bound_ns=bound)
 
 
 def branch_bound(ctx: OptionContext, cells_per_class: dict[int, int]) -> float:
@@ -179,7 +188,7 @@ class _Timed:
             found = self.ctx.memo[key] = run(replica)
         return found  # type: ignore[return-value]
 
-    def estimate(self) -> tuple[float, list[tuple[StageRun, ...]]]:
+    def estimate(self) -> float:
         pp, dp = self.pp, self.dp
         ready = self.gather_gates() if self.gathers and self.ctx.parallelism.overlap_param_gather else None
         runs = [self.run_replica(self.replica(r, ready)) for r in range(dp)]
@@ -206,7 +215,7 @@ class _Timed:
                             self.dp_members(s), "all_gather", self.gather_bytes(bucket), True
                         )
             finish = max(finish, end, *(runs[r][s].end for r in range(dp)))
-        return finish, runs
+        return finish
 
     def stream_end(self, s: int, runs: list[tuple[StageRun, ...]]) -> float:
         """When stage s's last gradient reduction ends: each starts once every replica issued it and
@@ -242,11 +251,11 @@ class _Timed:
         return tuple(gates)
 
     # --- lower bound --------------------------------------------------------------------------------
-    def bound(self, runs: list[tuple[StageRun, ...]]) -> float:
+    def bound(self) -> float:
         best = 0.0
         for r in range(self.dp):
             column = [self.cells[s][r] for s in range(self.pp)]
-            post = [self.after_last_backward(s, r, runs[r][s]) for s in range(self.pp)]
+            post = [self.after_last_backward(s, r) for s in range(self.pp)]
             before_fwd = before_bwd = 0.0
             for s, cell in enumerate(column):
                 p = self.passes(s, cell.device_class)
@@ -259,7 +268,7 @@ class _Timed:
                     before_bwd += p.bwd[0] + self.send(column[s + 1], cell, False)
         return best
 
-    def after_last_backward(self, s: int, r: int, stage_run: StageRun) -> float:
+    def after_last_backward(self, s: int, r: int) -> float:
         """What a rank of stage s, replica r must still do, one thing after another, after its last
         backward pass."""
         par, k = self.ctx.parallelism, self.cells[s][r].device_class
@@ -267,7 +276,7 @@ class _Timed:
         plan = self.buckets(s, k)
         if self.dp > 1:
             members = self.dp_members(s)
-            for bucket in self.reductions_after_backward(s, plan, stage_run):
+            for bucket in self.reductions_after_backward(s, r, plan):
                 total += self.collective(members, self.reduce_kind, bucket.grad_bytes, False)
             if self.gathers and not par.overlap_param_gather:
                 for chunk in plan:
@@ -279,15 +288,26 @@ class _Timed:
             )
         return total
 
-    def reductions_after_backward(
-        self, s: int, plan: tuple[tuple[Bucket, ...], ...], stage_run: StageRun
-    ) -> list[Bucket]:
+    def reductions_after_backward(self, s: int, r: int, plan: tuple[tuple[Bucket, ...], ...]) -> list[Bucket]:
         """The reductions issued only once the last backward pass is done."""
         par = self.ctx.parallelism
         if not par.overlap_grad_reduce:
             return [b for chunk in plan for b in chunk]
         if len(plan) == 1:
             return list(plan[0][-1:])  # the bucket the pass's last gradients close
-        last = len(stage_run.backward_chunks) - 1
-        last_backward = {c: i for i, c in enumerate(stage_run.backward_chunks)}
+        order = self.backward_chunks(s, r)
+        last = len(order) - 1
+        last_backward = {c: i for i, c in enumerate(order)}
         return [b for c in range(len(plan)) if last_backward[c] + s >= last for b in plan[c]]
+
+    def backward_chunks(self, s: int, r: int) -> tuple[int, ...]:
+        """The chunk of each backward pass of stage s in replica r, in program order (the schedule's,
+        as `pipeline.run` runs them), without running the pipeline."""
+        schedule, m = self.ctx.parallelism.schedule, self.micro_batches[r]
+        v = len(self.chunks[0])
+        key = ("backward_chunks", schedule, s, m, v)
+        found = self.ctx.memo.get(key)
+        if found is None:
+            steps = stage_steps(schedule, s, self.pp, m, v)
+            found = self.ctx.memo[key] = tuple(step.chunk for step in steps if step.kind != FORWARD)
+        return found  # type: ignore[return-value]
