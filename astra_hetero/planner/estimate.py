@@ -136,11 +136,18 @@ class _Timed:
         return found  # type: ignore[return-value]
 
     def send(self, a: Cell, b: Cell, together: bool) -> float:
-        """Activations (or gradients) of every TP rank of cell a to its peer in cell b."""
-        size = self.ctx.activation_bytes
-        ops = [Op((x, y), P2P, size) for x, y in zip(a.ranks, b.ranks, strict=True)]
-        comm = self.ctx.comm
-        return comm.together_ns(ops) if together else comm.alone_ns(ops[0])
+        """Activations (or gradients) of every TP rank of cell a to its peer in cell b (alone: the
+        first rank's)."""
+        key = ("send", a.ranks, b.ranks) if together else ("send", a.ranks[0], b.ranks[0])
+        found = self.ctx.memo.get(key)
+        if found is None:
+            size, comm = self.ctx.activation_bytes, self.ctx.comm
+            if together:
+                found = comm.together_ns([Op(pair, P2P, size) for pair in zip(a.ranks, b.ranks, strict=True)])
+            else:
+                found = comm.alone_ns(Op((a.ranks[0], b.ranks[0]), P2P, size))
+            self.ctx.memo[key] = found
+        return found  # type: ignore[return-value]
 
     def collective(self, members: Members, kind: str, buffer_bytes: float, together: bool) -> float:
         """One collective per TP index (`members[i]`: its ranks): all at once, or the first alone."""
@@ -259,34 +266,54 @@ class _Timed:
             before_fwd = before_bwd = 0.0
             for s, cell in enumerate(column):
                 p = self.passes(s, cell.device_class)
-                # the rank is held for a pass's compute, not for collectives after its last compute
-                busy = sum(p.fwd) - sum(p.fwd_tail) + sum(p.bwd) - sum(p.bwd_tail)
-                own = before_fwd + self.micro_batches[r] * busy
+                own = before_fwd + self.micro_batches[r] * self.busy(s, cell.device_class)
                 best = max(best, own + post[s], own + before_bwd + post[0])
                 if s < self.pp - 1:  # sends wait for the whole pass
                     before_fwd += p.fwd[0] + self.send(cell, column[s + 1], False)
                     before_bwd += p.bwd[0] + self.send(column[s + 1], cell, False)
         return best
 
+    def busy(self, s: int, k: int) -> float:
+        """How long one micro-batch holds a rank of stage s on class k: its passes' compute, not the
+        collectives after a pass's last compute."""
+        key = ("busy", s, self.chunks[s], k)
+        found = self.ctx.memo.get(key)
+        if found is None:
+            p = self.passes(s, k)
+            found = self.ctx.memo[key] = sum(p.fwd) - sum(p.fwd_tail) + sum(p.bwd) - sum(p.bwd_tail)
+        return found  # type: ignore[return-value]
+
     def after_last_backward(self, s: int, r: int) -> float:
         """What a rank of stage s, replica r must still do, one thing after another, after its last
         backward pass."""
-        par, k = self.ctx.parallelism, self.cells[s][r].device_class
+        k = self.cells[s][r].device_class
         total = self.optimizer_ns(s, k)
-        plan = self.buckets(s, k)
         if self.dp > 1:
-            members = self.dp_members(s)
-            for bucket in self.reductions_after_backward(s, r, plan):
-                total += self.collective(members, self.reduce_kind, bucket.grad_bytes, False)
-            if self.gathers and not par.overlap_param_gather:
-                for chunk in plan:
-                    for bucket in chunk:
-                        total += self.collective(members, "all_gather", self.gather_bytes(bucket), False)
+            total += self.data_parallel_after(s, r, k)
         if self.tied and s in (0, self.pp - 1):
             total += self.collective(
                 self.embedding_members(r), "all_reduce", self.ctx.embedding_grad_bytes, False
             )
         return total
+
+    def data_parallel_after(self, s: int, r: int, k: int) -> float:
+        """The gradient reductions issued after the last backward pass and the parameter gathers
+        after the optimizer step, one after another, each alone."""
+        par, plan, members = self.ctx.parallelism, self.buckets(s, k), self.dp_members(s)
+        interleaved = par.overlap_grad_reduce and len(plan) > 1
+        order = self.backward_chunks(s, r) if interleaved else None
+        key = ("dp_after", s, self.chunks[s], k, members, order)
+        found = self.ctx.memo.get(key)
+        if found is None:
+            found = 0.0
+            for bucket in self.reductions_after_backward(s, r, plan):
+                found += self.collective(members, self.reduce_kind, bucket.grad_bytes, False)
+            if self.gathers and not par.overlap_param_gather:
+                for chunk in plan:
+                    for bucket in chunk:
+                        found += self.collective(members, "all_gather", self.gather_bytes(bucket), False)
+            self.ctx.memo[key] = found
+        return found  # type: ignore[return-value]
 
     def reductions_after_backward(self, s: int, r: int, plan: tuple[tuple[Bucket, ...], ...]) -> list[Bucket]:
         """The reductions issued only once the last backward pass is done."""
