@@ -99,6 +99,7 @@ class _Timed:
         self.gathers = par.distributed_optimizer and self.dp > 1
         self.tied = ctx.problem.base.model.tied_embeddings and self.pp > 1
         self._dp_members: dict[int, Members] = {}
+        self._dp_after: dict[tuple[object, ...], float] = {}
 
     # --- pieces -------------------------------------------------------------------------------------
     def passes(self, s: int, k: int) -> Passes:
@@ -299,9 +300,14 @@ class _Timed:
     def data_parallel_after(self, s: int, r: int, k: int) -> float:
         """The gradient reductions issued after the last backward pass and the parameter gathers
         after the optimizer step, one after another, each alone."""
-        par, plan, members = self.ctx.parallelism, self.buckets(s, k), self.dp_members(s)
+        par, plan = self.ctx.parallelism, self.buckets(s, k)
         interleaved = par.overlap_grad_reduce and len(plan) > 1
         order = self.backward_chunks(s, r) if interleaved else None
+        own = (s, k, order)  # replicas of this plan alike at stage s share it
+        found = self._dp_after.get(own)
+        if found is not None:
+            return found
+        members = self.dp_members(s)
         key = ("dp_after", s, self.chunks[s], k, members, order)
         found = self.ctx.memo.get(key)
         if found is None:
@@ -313,6 +319,7 @@ class _Timed:
                     for bucket in chunk:
                         found += self.collective(members, "all_gather", self.gather_bytes(bucket), False)
             self.ctx.memo[key] = found
+        self._dp_after[own] = found  # type: ignore[assignment]
         return found  # type: ignore[return-value]
 
     def reductions_after_backward(self, s: int, r: int, plan: tuple[tuple[Bucket, ...], ...]) -> list[Bucket]:

@@ -99,11 +99,11 @@ def memory_headroom_gib(
     worst, where = float("inf"), ""
     for s, row in enumerate(cells):
         seen: set[tuple[int, int]] = set()
+        chunks = ctx.chunk_layers(s, layers[s], frozenset(c.device_class for c in row))
         for r, cell in enumerate(row):
             if (cell.device_class, micro_batches[r]) in seen:
                 continue  # the same need on the same GPU as a replica before
             seen.add((cell.device_class, micro_batches[r]))
-            chunks = ctx.chunk_layers(s, layers[s], frozenset(c.device_class for c in row))
             need = ctx.memory_need_gib(s, layers[s], micro_batches[r], chunks)
             capacity = capacity_gib[cell.device_class]
             if capacity - need < worst:
