@@ -56,11 +56,14 @@ def assess(
     layers: tuple[int, ...],
     micro_batches: tuple[int, ...],
     estimate: bool = True,
+    cutoff_us: float = float("inf"),
 ) -> Assessment:
     """Bound and estimate; with `estimate=False` the bound only (the estimate, the dearer part, is
-    left for `estimated` and stands at the bound, which it never falls below)."""
+    left for `estimated` and stands at the bound, which it never falls below). A bound that reaches
+    `cutoff_us` (the best simulated time) is left there: the plan cannot win, by how much is moot."""
     plan = _Timed(ctx, cells, layers, micro_batches)
-    bound = max(0.0, plan.bound() - _ROUNDING_NS_PER_STAGE * ctx.shape.pp)
+    slack = _ROUNDING_NS_PER_STAGE * ctx.shape.pp
+    bound = max(0.0, plan.bound(cutoff_us * 1000 + slack) - slack)
     if not estimate:
         return Assessment(estimate_ns=bound, bound_ns=bound, estimated=False)
     return Assessment(estimate_ns=max(plan.estimate(), bound), bound_ns=bound)
@@ -259,16 +262,21 @@ class _Timed:
         return tuple(gates)
 
     # --- lower bound --------------------------------------------------------------------------------
-    def bound(self) -> float:
+    def bound(self, enough_ns: float = float("inf")) -> float:
+        """The largest of the chains below (or the first that reaches `enough_ns`: the plan is
+        bounded out then, and the rest need not be worked out)."""
         best = 0.0
         for r in range(self.dp):
             column = [self.cells[s][r] for s in range(self.pp)]
-            post = [self.after_last_backward(s, r) for s in range(self.pp)]
+            first_post = self.after_last_backward(0, r)
             before_fwd = before_bwd = 0.0
             for s, cell in enumerate(column):
                 p = self.passes(s, cell.device_class)
                 own = before_fwd + self.micro_batches[r] * self.busy(s, cell.device_class)
-                best = max(best, own + post[s], own + before_bwd + post[0])
+                post = first_post if s == 0 else self.after_last_backward(s, r)
+                best = max(best, own + post, own + before_bwd + first_post)
+                if best >= enough_ns:
+                    return best
                 if s < self.pp - 1:  # sends wait for the whole pass
                     before_fwd += p.fwd[0] + self.send(cell, column[s + 1], False)
                     before_bwd += p.bwd[0] + self.send(column[s + 1], cell, False)

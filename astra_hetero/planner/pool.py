@@ -158,9 +158,12 @@ class Walk:
         self.tally.add(why, count)
 
     # --- candidates -----------------------------------------------------------------------------
-    def expand(self, branch: Branch, estimate: bool = True) -> Iterator[Trial]:
+    def expand(
+        self, branch: Branch, estimate: bool = True, cutoff_us: float = float("inf")
+    ) -> Iterator[Trial]:
         """The branch's feasible candidates: every grid, every split the settings ask for; with
-        `estimate=False` their bounds only (`estimated` works the estimate out later)."""
+        `estimate=False` their bounds only (`estimated` works the estimate out later), each worked
+        out only until it reaches `cutoff_us`."""
         ctx = branch.ctx
         for grid in branch.family.grids(self.problem, ctx.shape.tp):
             try:
@@ -168,7 +171,7 @@ class Walk:
             except SpecError as error:
                 self.reject(spec_infeasible(error))
                 continue
-            yield from self._candidates(ctx, grid, cells, estimate)
+            yield from self._candidates(ctx, grid, cells, estimate, cutoff_us)
 
     def cells(self, shape: Shape, grid: Grid | None) -> list[list[Cell]]:
         """Device class and node of every cell, placed as the generator will place them."""
@@ -199,12 +202,14 @@ class Walk:
         cells: list[list[Cell]],
         source: str,
         estimate: bool = True,
+        cutoff_us: float = float("inf"),
     ) -> Trial | Infeasible:
         """Memory, then bound and estimate (`estimate.assess`), of one fully specified plan."""
         headroom, where = memory_headroom_gib(ctx, cells, plan.layers, plan.micro_batches, self.capacity_gib)
         if headroom < 0:
             return Infeasible(Reason.MEMORY, "", where)
-        return Trial(plan, assess(ctx, cells, plan.layers, plan.micro_batches, estimate), headroom, source)
+        assessment = assess(ctx, cells, plan.layers, plan.micro_batches, estimate, cutoff_us)
+        return Trial(plan, assessment, headroom, source)
 
     def estimated(self, trial: Trial) -> Trial:
         """The trial with its estimate worked out (a trial from `expand(..., estimate=False)`)."""
@@ -216,7 +221,7 @@ class Walk:
         return trial
 
     def _candidates(
-        self, ctx: OptionContext, grid: Grid | None, cells: list[list[Cell]], estimate: bool
+        self, ctx: OptionContext, grid: Grid | None, cells: list[list[Cell]], estimate: bool, cutoff_us: float
     ) -> Iterator[Trial]:
         shape, opts = ctx.shape, ctx.options
         idle = shape.num_gpus < self.problem.num_gpus
@@ -246,7 +251,7 @@ class Walk:
                 self.tally.add(Infeasible(Reason.DOMINATED))
                 continue
             plan = Plan(shape, opts, grid, layers, micro_batches, idle)
-            found = self.trial(ctx, plan, cells, "search", estimate)
+            found = self.trial(ctx, plan, cells, "search", estimate, cutoff_us)
             if isinstance(found, Infeasible):
                 self.tally.add(found)
             else:

@@ -163,7 +163,7 @@ class _Ranked:
         # sequence number, so estimated candidates leave the heap in the order they would if all had
         # been estimated up front, and those bounded out before that are never estimated.
         for branch in branches:
-            for trial in self.walk.expand(branch, estimate=False):
+            for trial in self.walk.expand(branch, estimate=False, cutoff_us=self.best):
                 self.outcome.num_feasible += 1
                 self.considered.append(trial)
                 if trial.bound_us >= self.best:  # the best only falls: it would be bounded out anyway
