@@ -166,9 +166,8 @@ class _Timed:
     def dp_members(self, s: int) -> Members:
         found = self._dp_members.get(s)
         if found is None:
-            row = self.cells[s]
             found = self._dp_members[s] = tuple(
-                tuple(sorted(row[r].ranks[i] for r in range(self.dp))) for i in range(self.tp)
+                tuple(sorted(ranks)) for ranks in zip(*(cell.ranks for cell in self.cells[s]), strict=True)
             )
         return found
 

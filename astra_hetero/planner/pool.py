@@ -220,16 +220,22 @@ class Walk:
             trial.assessment = assess(ctx, cells, plan.layers, plan.micro_batches)
         return trial
 
+    def _stage_room(self, ctx: OptionContext, s: int, row: list[Cell]) -> int:
+        """Most layers every cell of stage s holds with one micro-batch."""
+        classes = frozenset(cell.device_class for cell in row)
+        key = ("room", s, classes)
+        found = ctx.memo.get(key)
+        if found is None:
+            found = ctx.memo[key] = min(ctx.max_layers(s, 1, self.capacity_gib[k]) for k in classes)
+        return found  # type: ignore[return-value]
+
     def _candidates(
         self, ctx: OptionContext, grid: Grid | None, cells: list[list[Cell]], estimate: bool, cutoff_us: float
     ) -> Iterator[Trial]:
         shape, opts = ctx.shape, ctx.options
         idle = shape.num_gpus < self.problem.num_gpus
         total = self.problem.base.model.num_layers
-        room = sum(
-            min(ctx.max_layers(s, 1, self.capacity_gib[cell.device_class]) for cell in row)
-            for s, row in enumerate(cells)
-        )
+        room = sum(self._stage_room(ctx, s, row) for s, row in enumerate(cells))
         if room < total:
             self.reject(Infeasible(Reason.MEMORY, "", f"the stages hold at most {room} of {total} layers"))
             return
