@@ -28,6 +28,7 @@ from astra_hetero.planner.comm import P2P, Op, trace_size
 from astra_hetero.planner.context import OptionContext
 from astra_hetero.planner.pipeline import Passes, Replica, StageRun, run
 from astra_hetero.planner.sync import Bucket, chunk_buckets, issue_times
+from astra_hetero.workload.schedule import FORWARD, stage_steps
 
 # The traces carry compute in whole microseconds, rounded per rank on the cumulative time (±0.5 µs
 # for any prefix of a rank's work); a chain through every stage and back crosses each rank twice.
@@ -46,15 +47,26 @@ class Cell:
 class Assessment:
     estimate_ns: float
     bound_ns: float
+    estimated: bool = True  # False: the bound only, so far (`estimate_ns` is the bound)
 
 
 def assess(
-    ctx: OptionContext, cells: list[list[Cell]], layers: tuple[int, ...], micro_batches: tuple[int, ...]
+    ctx: OptionContext,
+    cells: list[list[Cell]],
+    layers: tuple[int, ...],
+    micro_batches: tuple[int, ...],
+    estimate: bool = True,
+    cutoff_us: float = float("inf"),
 ) -> Assessment:
+    """Bound and estimate; with `estimate=False` the bound only (the estimate, the dearer part, is
+    left for `estimated` and stands at the bound, which it never falls below). A bound that reaches
+    `cutoff_us` (the best simulated time) is left there: the plan cannot win, by how much is moot."""
     plan = _Timed(ctx, cells, layers, micro_batches)
-    estimate, runs = plan.estimate()
-    bound = max(0.0, plan.bound(runs) - _ROUNDING_NS_PER_STAGE * ctx.shape.pp)
-    return Assessment(estimate_ns=max(estimate, bound), bound_ns=bound)
+    slack = _ROUNDING_NS_PER_STAGE * ctx.shape.pp
+    bound = max(0.0, plan.bound(cutoff_us * 1000 + slack) - slack)
+    if not estimate:
+        return Assessment(estimate_ns=bound, bound_ns=bound, estimated=False)
+    return Assessment(estimate_ns=max(plan.estimate(), bound), bound_ns=bound)
 
 
 def branch_bound(ctx: OptionContext, cells_per_class: dict[int, int]) -> float:
@@ -90,6 +102,7 @@ class _Timed:
         self.gathers = par.distributed_optimizer and self.dp > 1
         self.tied = ctx.problem.base.model.tied_embeddings and self.pp > 1
         self._dp_members: dict[int, Members] = {}
+        self._dp_after: dict[tuple[object, ...], float] = {}
 
     # --- pieces -------------------------------------------------------------------------------------
     def passes(self, s: int, k: int) -> Passes:
@@ -127,11 +140,18 @@ class _Timed:
         return found  # type: ignore[return-value]
 
     def send(self, a: Cell, b: Cell, together: bool) -> float:
-        """Activations (or gradients) of every TP rank of cell a to its peer in cell b."""
-        size = self.ctx.activation_bytes
-        ops = [Op((x, y), P2P, size) for x, y in zip(a.ranks, b.ranks, strict=True)]
-        comm = self.ctx.comm
-        return comm.together_ns(ops) if together else comm.alone_ns(ops[0])
+        """Activations (or gradients) of every TP rank of cell a to its peer in cell b (alone: the
+        first rank's)."""
+        key = ("send", a.ranks, b.ranks) if together else ("send", a.ranks[0], b.ranks[0])
+        found = self.ctx.memo.get(key)
+        if found is None:
+            size, comm = self.ctx.activation_bytes, self.ctx.comm
+            if together:
+                found = comm.together_ns([Op(pair, P2P, size) for pair in zip(a.ranks, b.ranks, strict=True)])
+            else:
+                found = comm.alone_ns(Op((a.ranks[0], b.ranks[0]), P2P, size))
+            self.ctx.memo[key] = found
+        return found  # type: ignore[return-value]
 
     def collective(self, members: Members, kind: str, buffer_bytes: float, together: bool) -> float:
         """One collective per TP index (`members[i]`: its ranks): all at once, or the first alone."""
@@ -146,9 +166,8 @@ class _Timed:
     def dp_members(self, s: int) -> Members:
         found = self._dp_members.get(s)
         if found is None:
-            row = self.cells[s]
             found = self._dp_members[s] = tuple(
-                tuple(sorted(row[r].ranks[i] for r in range(self.dp))) for i in range(self.tp)
+                tuple(sorted(ranks)) for ranks in zip(*(cell.ranks for cell in self.cells[s]), strict=True)
             )
         return found
 
@@ -179,7 +198,7 @@ class _Timed:
             found = self.ctx.memo[key] = run(replica)
         return found  # type: ignore[return-value]
 
-    def estimate(self) -> tuple[float, list[tuple[StageRun, ...]]]:
+    def estimate(self) -> float:
         pp, dp = self.pp, self.dp
         ready = self.gather_gates() if self.gathers and self.ctx.parallelism.overlap_param_gather else None
         runs = [self.run_replica(self.replica(r, ready)) for r in range(dp)]
@@ -206,7 +225,7 @@ class _Timed:
                             self.dp_members(s), "all_gather", self.gather_bytes(bucket), True
                         )
             finish = max(finish, end, *(runs[r][s].end for r in range(dp)))
-        return finish, runs
+        return finish
 
     def stream_end(self, s: int, runs: list[tuple[StageRun, ...]]) -> float:
         """When stage s's last gradient reduction ends: each starts once every replica issued it and
@@ -242,52 +261,94 @@ class _Timed:
         return tuple(gates)
 
     # --- lower bound --------------------------------------------------------------------------------
-    def bound(self, runs: list[tuple[StageRun, ...]]) -> float:
+    def bound(self, enough_ns: float = float("inf")) -> float:
+        """The largest of the chains below (or the first that reaches `enough_ns`: the plan is
+        bounded out then, and the rest need not be worked out)."""
         best = 0.0
         for r in range(self.dp):
             column = [self.cells[s][r] for s in range(self.pp)]
-            post = [self.after_last_backward(s, r, runs[r][s]) for s in range(self.pp)]
+            first_post = self.after_last_backward(0, r)
             before_fwd = before_bwd = 0.0
             for s, cell in enumerate(column):
                 p = self.passes(s, cell.device_class)
-                # the rank is held for a pass's compute, not for collectives after its last compute
-                busy = sum(p.fwd) - sum(p.fwd_tail) + sum(p.bwd) - sum(p.bwd_tail)
-                own = before_fwd + self.micro_batches[r] * busy
-                best = max(best, own + post[s], own + before_bwd + post[0])
+                own = before_fwd + self.micro_batches[r] * self.busy(s, cell.device_class)
+                post = first_post if s == 0 else self.after_last_backward(s, r)
+                best = max(best, own + post, own + before_bwd + first_post)
+                if best >= enough_ns:
+                    return best
                 if s < self.pp - 1:  # sends wait for the whole pass
                     before_fwd += p.fwd[0] + self.send(cell, column[s + 1], False)
                     before_bwd += p.bwd[0] + self.send(column[s + 1], cell, False)
         return best
 
-    def after_last_backward(self, s: int, r: int, stage_run: StageRun) -> float:
+    def busy(self, s: int, k: int) -> float:
+        """How long one micro-batch holds a rank of stage s on class k: its passes' compute, not the
+        collectives after a pass's last compute."""
+        key = ("busy", s, self.chunks[s], k)
+        found = self.ctx.memo.get(key)
+        if found is None:
+            p = self.passes(s, k)
+            found = self.ctx.memo[key] = sum(p.fwd) - sum(p.fwd_tail) + sum(p.bwd) - sum(p.bwd_tail)
+        return found  # type: ignore[return-value]
+
+    def after_last_backward(self, s: int, r: int) -> float:
         """What a rank of stage s, replica r must still do, one thing after another, after its last
         backward pass."""
-        par, k = self.ctx.parallelism, self.cells[s][r].device_class
+        k = self.cells[s][r].device_class
         total = self.optimizer_ns(s, k)
-        plan = self.buckets(s, k)
         if self.dp > 1:
-            members = self.dp_members(s)
-            for bucket in self.reductions_after_backward(s, plan, stage_run):
-                total += self.collective(members, self.reduce_kind, bucket.grad_bytes, False)
-            if self.gathers and not par.overlap_param_gather:
-                for chunk in plan:
-                    for bucket in chunk:
-                        total += self.collective(members, "all_gather", self.gather_bytes(bucket), False)
+            total += self.data_parallel_after(s, r, k)
         if self.tied and s in (0, self.pp - 1):
             total += self.collective(
                 self.embedding_members(r), "all_reduce", self.ctx.embedding_grad_bytes, False
             )
         return total
 
-    def reductions_after_backward(
-        self, s: int, plan: tuple[tuple[Bucket, ...], ...], stage_run: StageRun
-    ) -> list[Bucket]:
+    def data_parallel_after(self, s: int, r: int, k: int) -> float:
+        """The gradient reductions issued after the last backward pass and the parameter gathers
+        after the optimizer step, one after another, each alone."""
+        par, plan = self.ctx.parallelism, self.buckets(s, k)
+        interleaved = par.overlap_grad_reduce and len(plan) > 1
+        order = self.backward_chunks(s, r) if interleaved else None
+        own = (s, k, order)  # replicas of this plan alike at stage s share it
+        found = self._dp_after.get(own)
+        if found is not None:
+            return found
+        members = self.dp_members(s)
+        key = ("dp_after", s, self.chunks[s], k, members, order)
+        found = self.ctx.memo.get(key)
+        if found is None:
+            found = 0.0
+            for bucket in self.reductions_after_backward(s, r, plan):
+                found += self.collective(members, self.reduce_kind, bucket.grad_bytes, False)
+            if self.gathers and not par.overlap_param_gather:
+                for chunk in plan:
+                    for bucket in chunk:
+                        found += self.collective(members, "all_gather", self.gather_bytes(bucket), False)
+            self.ctx.memo[key] = found
+        self._dp_after[own] = found  # type: ignore[assignment]
+        return found  # type: ignore[return-value]
+
+    def reductions_after_backward(self, s: int, r: int, plan: tuple[tuple[Bucket, ...], ...]) -> list[Bucket]:
         """The reductions issued only once the last backward pass is done."""
         par = self.ctx.parallelism
         if not par.overlap_grad_reduce:
             return [b for chunk in plan for b in chunk]
         if len(plan) == 1:
             return list(plan[0][-1:])  # the bucket the pass's last gradients close
-        last = len(stage_run.backward_chunks) - 1
-        last_backward = {c: i for i, c in enumerate(stage_run.backward_chunks)}
+        order = self.backward_chunks(s, r)
+        last = len(order) - 1
+        last_backward = {c: i for i, c in enumerate(order)}
         return [b for c in range(len(plan)) if last_backward[c] + s >= last for b in plan[c]]
+
+    def backward_chunks(self, s: int, r: int) -> tuple[int, ...]:
+        """The chunk of each backward pass of stage s in replica r, in program order (the schedule's,
+        as `pipeline.run` runs them), without running the pipeline."""
+        schedule, m = self.ctx.parallelism.schedule, self.micro_batches[r]
+        v = len(self.chunks[0])
+        key = ("backward_chunks", schedule, s, m, v)
+        found = self.ctx.memo.get(key)
+        if found is None:
+            steps = stage_steps(schedule, s, self.pp, m, v)
+            found = self.ctx.memo[key] = tuple(step.chunk for step in steps if step.kind != FORWARD)
+        return found  # type: ignore[return-value]

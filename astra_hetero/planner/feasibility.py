@@ -95,18 +95,21 @@ def memory_headroom_gib(
     micro_batches: tuple[int, ...],
     capacity_gib: dict[int, float],
 ) -> tuple[float, str]:
-    """Least free memory over the cells (negative: does not fit), and which cell that is."""
-    worst, where = float("inf"), ""
+    """Least free memory over the cells (negative: does not fit), and which cell that is when it
+    does not fit."""
+    worst, at = float("inf"), (0, 0, 0.0, 0.0)
     for s, row in enumerate(cells):
         seen: set[tuple[int, int]] = set()
+        chunks = ctx.chunk_layers(s, layers[s], frozenset(c.device_class for c in row))
         for r, cell in enumerate(row):
             if (cell.device_class, micro_batches[r]) in seen:
                 continue  # the same need on the same GPU as a replica before
             seen.add((cell.device_class, micro_batches[r]))
-            chunks = ctx.chunk_layers(s, layers[s], frozenset(c.device_class for c in row))
             need = ctx.memory_need_gib(s, layers[s], micro_batches[r], chunks)
             capacity = capacity_gib[cell.device_class]
             if capacity - need < worst:
-                worst = capacity - need
-                where = f"stage {s} of replica {r} needs {need:.1f} of {capacity:g} GiB"
-    return worst, where
+                worst, at = capacity - need, (s, r, need, capacity)
+    if worst >= 0:
+        return worst, ""
+    s, r, need, capacity = at
+    return worst, f"stage {s} of replica {r} needs {need:.1f} of {capacity:g} GiB"

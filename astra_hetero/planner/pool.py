@@ -158,8 +158,12 @@ class Walk:
         self.tally.add(why, count)
 
     # --- candidates -----------------------------------------------------------------------------
-    def expand(self, branch: Branch) -> Iterator[Trial]:
-        """The branch's feasible candidates: every grid, every split the settings ask for."""
+    def expand(
+        self, branch: Branch, estimate: bool = True, cutoff_us: float = float("inf")
+    ) -> Iterator[Trial]:
+        """The branch's feasible candidates: every grid, every split the settings ask for; with
+        `estimate=False` their bounds only (`estimated` works the estimate out later), each worked
+        out only until it reaches `cutoff_us`."""
         ctx = branch.ctx
         for grid in branch.family.grids(self.problem, ctx.shape.tp):
             try:
@@ -167,7 +171,7 @@ class Walk:
             except SpecError as error:
                 self.reject(spec_infeasible(error))
                 continue
-            yield from self._candidates(ctx, grid, cells)
+            yield from self._candidates(ctx, grid, cells, estimate, cutoff_us)
 
     def cells(self, shape: Shape, grid: Grid | None) -> list[list[Cell]]:
         """Device class and node of every cell, placed as the generator will place them."""
@@ -192,22 +196,46 @@ class Walk:
         return found
 
     def trial(
-        self, ctx: OptionContext, plan: Plan, cells: list[list[Cell]], source: str
+        self,
+        ctx: OptionContext,
+        plan: Plan,
+        cells: list[list[Cell]],
+        source: str,
+        estimate: bool = True,
+        cutoff_us: float = float("inf"),
     ) -> Trial | Infeasible:
-        """Memory, then estimate and bound, of one fully specified plan."""
+        """Memory, then bound and estimate (`estimate.assess`), of one fully specified plan."""
         headroom, where = memory_headroom_gib(ctx, cells, plan.layers, plan.micro_batches, self.capacity_gib)
         if headroom < 0:
             return Infeasible(Reason.MEMORY, "", where)
-        return Trial(plan, assess(ctx, cells, plan.layers, plan.micro_batches), headroom, source)
+        assessment = assess(ctx, cells, plan.layers, plan.micro_batches, estimate, cutoff_us)
+        return Trial(plan, assessment, headroom, source)
 
-    def _candidates(self, ctx: OptionContext, grid: Grid | None, cells: list[list[Cell]]) -> Iterator[Trial]:
+    def estimated(self, trial: Trial) -> Trial:
+        """The trial with its estimate worked out (a trial from `expand(..., estimate=False)`)."""
+        if not trial.assessment.estimated:
+            plan = trial.plan
+            ctx = self.contexts.get(plan.shape, plan.options)
+            cells = self.cells(plan.shape, plan.grid)
+            trial.assessment = assess(ctx, cells, plan.layers, plan.micro_batches)
+        return trial
+
+    def _stage_room(self, ctx: OptionContext, s: int, row: list[Cell]) -> int:
+        """Most layers every cell of stage s holds with one micro-batch."""
+        classes = frozenset(cell.device_class for cell in row)
+        key = ("room", s, classes)
+        found = ctx.memo.get(key)
+        if found is None:
+            found = ctx.memo[key] = min(ctx.max_layers(s, 1, self.capacity_gib[k]) for k in classes)
+        return found  # type: ignore[return-value]
+
+    def _candidates(
+        self, ctx: OptionContext, grid: Grid | None, cells: list[list[Cell]], estimate: bool, cutoff_us: float
+    ) -> Iterator[Trial]:
         shape, opts = ctx.shape, ctx.options
         idle = shape.num_gpus < self.problem.num_gpus
         total = self.problem.base.model.num_layers
-        room = sum(
-            min(ctx.max_layers(s, 1, self.capacity_gib[cell.device_class]) for cell in row)
-            for s, row in enumerate(cells)
-        )
+        room = sum(self._stage_room(ctx, s, row) for s, row in enumerate(cells))
         if room < total:
             self.reject(Infeasible(Reason.MEMORY, "", f"the stages hold at most {room} of {total} layers"))
             return
@@ -228,7 +256,8 @@ class Walk:
             if self._fitting.get(key, work) < work:
                 self.tally.add(Infeasible(Reason.DOMINATED))
                 continue
-            found = self.trial(ctx, Plan(shape, opts, grid, layers, micro_batches, idle), cells, "search")
+            plan = Plan(shape, opts, grid, layers, micro_batches, idle)
+            found = self.trial(ctx, plan, cells, "search", estimate, cutoff_us)
             if isinstance(found, Infeasible):
                 self.tally.add(found)
             else:

@@ -160,11 +160,20 @@ class _Ranked:
         return waiting[count:]
 
     def _expand(self, branches: Iterable[Branch]) -> None:
+        # Candidates enter the heap with their bounds only, keyed by the bound (never above the
+        # estimate); one whose bound surfaces is estimated and pushed back with its own key and
+        # sequence number, so estimated candidates leave the heap in the order they would if all had
+        # been estimated up front, and those bounded out before that are never estimated. A bound
+        # left where it reached the best (`cutoff_us`) is still below the plan's full bound.
         for branch in branches:
-            for trial in self.walk.expand(branch):
+            for trial in self.walk.expand(branch, estimate=False, cutoff_us=self.best):
                 self.outcome.num_feasible += 1
                 self.considered.append(trial)
-                heapq.heappush(self.heap, (_rank_key(trial), len(self.considered), trial))
+                if self._skip(trial) is Reason.BOUND:  # the best only falls: bounded out for good
+                    self.outcome.tally.add(Infeasible(Reason.BOUND))
+                else:  # below its own key: the estimate is at least the bound, the label at least ""
+                    key = (trial.assessment.bound_ns, trial.assessment.bound_ns, "")
+                    heapq.heappush(self.heap, (key, len(self.considered), trial))
 
     def _skip(self, item: Trial | Branch) -> Reason | None:
         """Why a candidate (or a whole branch) need not be simulated, if it need not."""
@@ -195,7 +204,11 @@ class _Ranked:
                 return False
             batch: list[Trial] = []
             while self.heap and len(batch) < room:
-                trial = heapq.heappop(self.heap)[2]
+                _, number, trial = heapq.heappop(self.heap)
+                if not trial.assessment.estimated and self._skip(trial) is not Reason.BOUND:
+                    trial = self.walk.estimated(trial)
+                    heapq.heappush(self.heap, (_rank_key(trial), number, trial))
+                    continue
                 reason = self._skip(trial)
                 if reason is None:
                     batch.append(trial)

@@ -173,9 +173,9 @@ def balanced_layers(
     key = ("balanced_layers", rows)  # grids with the same classes per stage share their split
     found = ctx.memo.get(key)
     if found is None:
-        per_stage = [max((stage_cost(ctx, cells[s][r], s) for r in range(dp)), key=sum) for s in range(pp)]
         typical = math.ceil(ctx.num_micro_batches / dp)
-        caps = [min(ctx.max_layers(s, typical, capacity_gib[k]) for k in rows[s]) for s in range(pp)]
+        limits = [_stage_limits(ctx, s, cells[s], typical, capacity_gib) for s in range(pp)]
+        per_stage, caps = [lim[0] for lim in limits], [lim[1] for lim in limits]
         total = ctx.problem.base.model.num_layers
         split = greedy_min_max(
             total,
@@ -185,6 +185,20 @@ def balanced_layers(
             floor=min_stage_layers(ctx.parallelism),
         )
         found = ctx.memo[key] = tuple(split) if split else None
+    return found  # type: ignore[return-value]
+
+
+def _stage_limits(
+    ctx: OptionContext, s: int, row: list[Cell], num_micro_batches: int, capacity_gib: dict[int, float]
+) -> tuple[tuple[float, float], int]:
+    """Stage s's cost on its slowest cell (`stage_cost`), and the most layers all its cells hold."""
+    classes = tuple(cell.device_class for cell in row)
+    key = ("stage_limits", s, classes, num_micro_batches)
+    found = ctx.memo.get(key)
+    if found is None:
+        cost = max((stage_cost(ctx, cell, s) for cell in row), key=sum)
+        cap = min(ctx.max_layers(s, num_micro_batches, capacity_gib[k]) for k in set(classes))
+        found = ctx.memo[key] = (cost, cap)
     return found  # type: ignore[return-value]
 
 

@@ -15,6 +15,7 @@ layer), and hands out micro-batches in whole groups of pp, as the interleaved sc
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -121,10 +122,15 @@ def greedy_min_max(
     def finish(i: int, n: int) -> float:
         return (n + offset[i]) * unit_cost[i] + fixed[i]
 
+    # each step gives one more to the member that would finish first with it (ties: the lowest
+    # index); a heap of (that finish, index) over the members below their caps picks it
+    heap = [(finish(i, counts[i] + 1), i) for i in range(len(counts)) if counts[i] < cap[i]]
+    heapq.heapify(heap)
     for _ in range(total - sum(counts)):
-        open_members = [i for i in range(len(counts)) if counts[i] < cap[i]]
-        best = min(open_members, key=lambda i: (finish(i, counts[i] + 1), i))
+        _, best = heapq.heappop(heap)
         counts[best] += 1
+        if counts[best] < cap[best]:
+            heapq.heappush(heap, (finish(best, counts[best] + 1), best))
     return counts
 
 

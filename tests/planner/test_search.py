@@ -93,8 +93,8 @@ def test_without_the_estimate_margin_only_bounds_prune_and_the_result_is_optimal
 def test_the_simulation_budget_stops_the_search_and_counts_the_rest():
     problem = problem_from_data(plan_data({**NARROW, "estimate_margin": None}))
     with Evaluator(PlanCache(None)) as evaluator:
-        planned = BranchAndBound().search(problem, evaluator, Budget.of(2, None))
-    assert len(planned.trials) == 2
+        planned = BranchAndBound().search(problem, evaluator, Budget.of(1, None))
+    assert len(planned.trials) == 1
     assert "budget" in planned.stopped and planned.tally.total(Reason.BUDGET) > 0
 
 
