@@ -92,6 +92,7 @@ def test_a_spec_slowdown_slows_overlapped_training_and_folds_exactly(tmp_path):
     assert folded.iteration_time_us == plain.iteration_time_us
     assert [r.compute_us for r in folded.ranks] == [r.compute_us for r in plain.ranks]
     assert json.loads((run / "manifest.json").read_text())["comm_overlap_slowdown"] == 0.3
+    assert folded.meta["comm_overlap_slowdown"] == 0.3 and "comm_overlap_slowdown" not in static.meta
 
 
 def test_the_slowdown_is_validated_and_refused_by_astrasim(tmp_path):

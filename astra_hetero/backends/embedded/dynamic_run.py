@@ -50,6 +50,8 @@ def run_dynamic(
     spans = _spans(engine, outcome.start_ns, outcome.end_ns, simulated.row_of) if backend.timeline else None
     output = backend.output(sim, simulated, outcome, time.perf_counter() - started, ends, spans)
     meta = {**output.result.meta, "iterations": iterations}
+    if sim.comm_overlap_slowdown:
+        meta["comm_overlap_slowdown"] = sim.comm_overlap_slowdown
     if unfold and backend.fold:
         meta["folding_off"] = "jitter (a draw per rank and kernel): simulated rank by rank"
     result = dataclasses.replace(output.result, events=_event_records(engine, dynamics), meta=meta)
