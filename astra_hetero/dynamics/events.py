@@ -23,20 +23,22 @@ def _whole(low: int, high: int) -> Any:
     return Annotated[int, Field(strict=True, ge=low, le=high)]
 
 
-Millis = _real(0.0, 1e9)
+# The bounds are shared with the run-directory reader (backends/embedded/dynamics_input.py).
 # Slower than 1/1000 is an outage, not a slowdown: it would stretch a 1 ms kernel or transfer past
 # a simulated quarter of an hour, and 1e-300 past the engine's clock. An outage is factor 0 (links).
 SLOWEST = 1e-3
-Factor = _real(0.0, 1e3)  # 0 (a link that is down) or at least SLOWEST: checked by LinkRate
-Speed = _real(SLOWEST, 1e3)
-Gbps = _real(0.0, 1e6, low_open=True)  # MAX_FACTOR and MAX_GBPS below say the same to the reader
-NodeIndex = _whole(0, 1_000_000)
-RankIndex = _whole(0, 100_000_000)
+MAX_FACTOR = 1e3
+MAX_GBPS = 1e6
 # lognormal sigma 1 already draws a kernel 50x slower once in 10^4; larger ones would overflow the
 # engine's integer clock for no study anyone runs
 MAX_SIGMA = 1.0
-MAX_FACTOR = 1e3
-MAX_GBPS = 1e6
+
+Millis = _real(0.0, 1e9)
+Factor = _real(0.0, MAX_FACTOR)  # 0 (a link that is down) or at least SLOWEST: checked by LinkRate
+Speed = _real(SLOWEST, MAX_FACTOR)
+Gbps = _real(0.0, MAX_GBPS, low_open=True)
+NodeIndex = _whole(0, 1_000_000)
+RankIndex = _whole(0, 100_000_000)
 Sigma = _real(0.0, MAX_SIGMA)
 Seed = _whole(0, 2**63 - 1)
 

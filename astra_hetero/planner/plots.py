@@ -6,11 +6,16 @@ matplotlib is imported here only, through the result plots' figure helpers (no p
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from astra_hetero.planner.driver import PlanReport
 from astra_hetero.planner.table import Row
 from astra_hetero.results.plots import PARTS, legend_below, new_figure, save_figure
 from astra_hetero.results.report import time_unit
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 TOP = 12  # plans shown in the bar charts
 COLORS = {"search": "#4c72b0", "refine": "#55a868", "baseline": "#c44e52", "spec": "#8172b2"}
@@ -65,12 +70,9 @@ def plot_best_plans(rows: list[Row], path: Path) -> Path:
         label="estimate",
         zorder=3,
     )
-    ax.invert_yaxis()
-    ax.set_xlabel(f"iteration time ({unit})")
-    ax.set_title("predicted iteration time of the best plans")
-    ax.tick_params(axis="y", labelsize="small")
-    legend_below(fig, ax)
-    return save_figure(fig, path)
+    return _finish_plan_bars(
+        fig, ax, f"iteration time ({unit})", "predicted iteration time of the best plans", path
+    )
 
 
 def plot_breakdown(rows: list[Row], path: Path) -> Path:
@@ -86,12 +88,9 @@ def plot_breakdown(rows: list[Row], path: Path) -> Path:
         values = [float(r.values[key]) / scale for r in rows]
         ax.barh(labels, values, left=left, color=color, label=part)
         left = [a + b for a, b in zip(left, values, strict=True)]
-    ax.invert_yaxis()
-    ax.set_xlabel(f"mean time per working GPU ({unit})")
-    ax.set_title("where each plan's iteration goes")
-    ax.tick_params(axis="y", labelsize="small")
-    legend_below(fig, ax)
-    return save_figure(fig, path)
+    return _finish_plan_bars(
+        fig, ax, f"mean time per working GPU ({unit})", "where each plan's iteration goes", path
+    )
 
 
 def plot_throughput(report: PlanReport, rows: list[Row], path: Path) -> Path:
@@ -124,5 +123,15 @@ def plot_throughput(report: PlanReport, rows: list[Row], path: Path) -> Path:
     ax.set_xlabel(f"GPUs used (of {report.problem.num_gpus})")
     ax.set_ylabel("tokens per second")
     ax.set_title("throughput against GPUs used")
+    legend_below(fig, ax)
+    return save_figure(fig, path)
+
+
+def _finish_plan_bars(fig: Figure, ax: Axes, xlabel: str, title: str, path: Path) -> Path:
+    """One bar per plan, the first plan on top, labels small, legend below."""
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
+    ax.tick_params(axis="y", labelsize="small")
     legend_below(fig, ax)
     return save_figure(fig, path)

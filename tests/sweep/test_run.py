@@ -55,20 +55,26 @@ def test_local_sweep_runs_every_point_and_writes_one_row_each(tmp_path, options,
     check_outcomes(tmp_path / "out", outcomes)
 
 
-def test_cli_prints_a_table_and_exits_1_when_a_point_failed(tmp_path, options, capsys):
-    sweep_data = {"base": make_spec_data(), "name": "tp", "grid": GRID}
-    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep_data))
-    argv = [
+def sweep_on_the_fake_binary(tmp_path, options) -> list[str]:
+    """`sweep` over tmp_path/sweep.yaml into tmp_path/out with the ASTRA-sim stand-in."""
+    out = str(tmp_path / "out")
+    return [
         "sweep",
         str(tmp_path / "sweep.yaml"),
         "-o",
-        str(tmp_path / "out"),
+        out,
         "--quiet",
         "--backend",
         BACKEND,
         "--bin-dir",
         options["bin_dir"],
     ]
+
+
+def test_cli_prints_a_table_and_exits_1_when_a_point_failed(tmp_path, options, capsys):
+    sweep_data = {"base": make_spec_data(), "name": "tp", "grid": GRID}
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep_data))
+    argv = sweep_on_the_fake_binary(tmp_path, options)
     assert main(argv) == 1
     printed = capsys.readouterr().out
     assert f"tp: 2 points, backend {BACKEND}" in printed
@@ -119,17 +125,7 @@ def test_cli_prints_each_points_approximation_once_whole(tmp_path, options, caps
     grid = {"cluster.node_groups[1].nic.gbps": [100, 200]}
     sweep_data = {"base": make_spec_data(), "name": "nic", "grid": grid}
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep_data))
-    argv = [
-        "sweep",
-        str(tmp_path / "sweep.yaml"),
-        "-o",
-        str(tmp_path / "out"),
-        "--quiet",
-        "--backend",
-        BACKEND,
-        "--bin-dir",
-        options["bin_dir"],
-    ]
+    argv = sweep_on_the_fake_binary(tmp_path, options)
     assert main(argv) == 0
     printed = capsys.readouterr().out.splitlines()
     lines = [line for line in printed if line.startswith("approximation: ")]
