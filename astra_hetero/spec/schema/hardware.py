@@ -1,0 +1,220 @@
+"""The cluster section: node groups of GPUs, their intra-node fabric and NICs."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from astra_hetero.comm.catalog import known_architectures
+from astra_hetero.spec.catalog import fabric_catalog, gpu_catalog, normalize_key
+from astra_hetero.spec.schema.base import Strict, _merge_preset
+from astra_hetero.spec.types import (
+    Count,
+    Efficiency,
+    Gbps,
+    GbytesPerS,
+    Gib,
+    KernelOverheadUs,
+    LatencyNs,
+    Megahertz,
+    Multiplier,
+    SmallCount,
+    TbytesPerS,
+    Tflops,
+)
+
+
+class GpuSpec(Strict):
+    """A GPU type: a catalog preset, optionally with any number overridden.
+
+    Its identity (`type_key`, the label in manifests and results, and the key of its cost model) is
+    its own name when that differs from the preset's, else the preset key; a cluster may not hold two
+    GPUs with one label but different numbers (see `ClusterSpec`).
+    """
+
+    preset: str | None = None
+    name: str
+    bf16_tflops: Tflops = Field(description="dense BF16 peak, TFLOP/s")
+    hbm_tbps: TbytesPerS = Field(description="device memory bandwidth, TB/s")
+    memory_gib: Gib
+    compute_efficiency: Efficiency = Field(
+        description="achievable fraction of bf16_tflops on large GEMMs (measured MAMF / peak)"
+    )
+    memory_efficiency: Efficiency = Field(description="achievable fraction of hbm_tbps")
+    compute_multiplier: Multiplier = Field(
+        1.0, description="scales both throughputs, e.g. 0.5 = half as fast as the preset it starts from"
+    )
+    architecture: str = Field(
+        description="GPU generation (volta, ampere, ada, hopper, blackwell, cdna3): NCCL tunes by it"
+    )
+    num_sms: SmallCount | None = Field(
+        None, description="SMs / compute units: GEMM tile and wave quantization (None: not modelled)"
+    )
+    boost_clock_mhz: Megahertz | None = Field(None, description="clock of the vendor's peak figure")
+    sustained_fraction: Efficiency = Field(
+        1.0,
+        description="share of the burst compute rates held through a long saturated run (power-limit "
+        "clock); multiplies compute_efficiency and the attention efficiencies",
+    )
+    kernel_overhead_us: KernelOverheadUs = Field(
+        1.0, description="fixed cost of every kernel (launch gap and ramp), microseconds"
+    )
+    attention_fwd_efficiency: Efficiency | None = Field(
+        None,
+        description="fused attention forward at long sequences, fraction of bf16_tflops "
+        "(None: compute_efficiency x 0.84, the A100's FlashAttention-2/MAMF ratio)",
+    )
+    attention_bwd_efficiency: Efficiency | None = Field(
+        None, description="fused attention backward, fraction of bf16_tflops (None: forward x 0.87)"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset(cls, data: Any) -> Any:
+        return _merge_preset(data, gpu_catalog(), "gpu")
+
+    @field_validator("architecture")
+    @classmethod
+    def _known_architecture(cls, value: str) -> str:
+        if value not in known_architectures():
+            raise ValueError(f"unknown architecture {value!r}; known: {', '.join(known_architectures())}")
+        return value
+
+    @property
+    def type_key(self) -> str:
+        """The GPU's label: its own name when it has one of its own, else the preset key."""
+        if self.preset is not None and self.name == gpu_catalog()[self.preset].name:
+            return self.preset
+        return normalize_key(self.name)
+
+    @property
+    def effective_flops_per_ns(self) -> float:
+        """Sustained achievable matmul rate: peak × MAMF fraction × sustained fraction × multiplier."""
+        return (
+            self.bf16_tflops
+            * 1e3
+            * self.compute_efficiency
+            * self.sustained_fraction
+            * self.compute_multiplier
+        )
+
+    @property
+    def effective_bytes_per_ns(self) -> float:
+        return self.hbm_tbps * 1e3 * self.memory_efficiency * self.compute_multiplier
+
+
+class FabricSpec(Strict):
+    """The intra-node interconnect of a node group: per-GPU, per-direction bandwidth."""
+
+    preset: str | None = None
+    name: str = "custom"
+    kind: Literal["nvlink", "pcie", "xgmi"] = Field(
+        description="link family: sets the achievable fraction and hop latency in the NCCL model"
+    )
+    gbytes_per_s: GbytesPerS
+    latency_ns: LatencyNs
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset(cls, data: Any) -> Any:
+        return _merge_preset(data, fabric_catalog(), "intra_node_fabric")
+
+
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(g|gb|gbps|gbit/s|gbe)?\s*$", re.IGNORECASE)
+
+
+class NicSpec(Strict):
+    """Scale-out NICs of one node: `400`, `"400G"` or `{gbps: 400, count: 8}`."""
+
+    gbps: Gbps
+    count: Count | None = Field(None, description="NICs per node; default one per GPU")
+    latency_ns: LatencyNs = Field(
+        100.0, description="GPU-to-NIC hop; kept non-zero so no ns-3 link has zero delay"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, bool):
+            raise ValueError("expected a NIC speed such as 400 or '400G'")
+        if isinstance(data, int | float):
+            return {"gbps": data}
+        if isinstance(data, str):
+            match = _RATE.match(data)
+            if not match:
+                raise ValueError(f"cannot read NIC speed {data!r}; write e.g. 400 or '400G'")
+            return {"gbps": float(match.group(1))}
+        return data
+
+
+class NodeGroupSpec(Strict):
+    name: str | None = None
+    count: Count = Field(description="number of nodes")
+    gpus_per_node: Count
+    gpu: GpuSpec
+    intra_node_fabric: FabricSpec
+    nic: NicSpec
+
+    @property
+    def num_gpus(self) -> int:
+        return self.count * self.gpus_per_node
+
+    @property
+    def nics_per_node(self) -> int:
+        return self.nic.count or self.gpus_per_node
+
+
+class ClusterSpec(Strict):
+    node_groups: list[NodeGroupSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _names(self) -> ClusterSpec:
+        # Unnamed groups are called group<i>; that default must not collide with a given name, or a
+        # mapping naming it would draw GPUs from both groups.
+        names = self.group_names
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            where = [
+                f"node_groups[{i}]" + ("" if g.name is not None else " (unnamed)")
+                for i, g in enumerate(self.node_groups)
+                if names[i] in dupes
+            ]
+            raise ValueError(
+                f"node group names must be unique; {', '.join(where)} are all called "
+                f"{' / '.join(repr(d) for d in dupes)} (unnamed groups are called group<index>)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _gpu_labels(self) -> ClusterSpec:
+        """One label, one GPU: results, TP-group checks and calibration rows are keyed by the label."""
+        seen: dict[str, tuple[int, GpuSpec]] = {}
+        for index, group in enumerate(self.node_groups):
+            label = group.gpu.type_key
+            first = seen.setdefault(label, (index, group.gpu))
+            if first[1] != group.gpu:
+                raise ValueError(
+                    f"node_groups[{index}].gpu is labelled {label!r} like node_groups[{first[0]}].gpu but "
+                    f"has different numbers ({_differences(first[1], group.gpu)}); give it a name of its "
+                    f"own, e.g. {{preset: {group.gpu.preset or label}, name: my-{label}, ...}}"
+                )
+        return self
+
+    @property
+    def group_names(self) -> list[str]:
+        return [g.name or f"group{i}" for i, g in enumerate(self.node_groups)]
+
+    @property
+    def num_gpus(self) -> int:
+        return sum(g.num_gpus for g in self.node_groups)
+
+    @property
+    def num_nodes(self) -> int:
+        return sum(g.count for g in self.node_groups)
+
+
+def _differences(a: GpuSpec, b: GpuSpec) -> str:
+    left, right = a.model_dump(), b.model_dump()
+    return ", ".join(f"{k} {left[k]} vs {right[k]}" for k in left if left[k] != right[k])

@@ -1,0 +1,84 @@
+"""The network section: the fabric between nodes, DCQCN and ns-3 settings, the engine's link model."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from astra_hetero.spec.schema.base import Strict
+from astra_hetero.spec.types import (
+    Count,
+    Efficiency,
+    Gain,
+    Gbps,
+    Kilobytes,
+    LatencyNs,
+    MarkingProbability,
+    Mbps,
+    Microseconds,
+    Oversubscription,
+    Probability,
+)
+
+
+class DcqcnSpec(Strict):
+    """DCQCN congestion control (ns-3 CC_MODE 1). Defaults follow the HPCC/ns-3 RDMA reference setup."""
+
+    enabled: bool = True
+    alpha_resume_interval_us: Microseconds = 1.0
+    rate_decrease_interval_us: Microseconds = 4.0
+    clamp_target_rate: bool = False
+    rp_timer_us: Microseconds = 900.0
+    ewma_gain: Gain = 0.00390625
+    fast_recovery_times: Count = 1
+    rate_ai_mbps: Mbps = 50.0
+    rate_hai_mbps: Mbps = 100.0
+    min_rate_mbps: Mbps = 100.0
+
+
+class EcnThreshold(Strict):
+    kmin_kb: Kilobytes
+    kmax_kb: Kilobytes
+    pmax: MarkingProbability
+
+    @model_validator(mode="after")
+    def _order(self) -> EcnThreshold:
+        if self.kmin_kb > self.kmax_kb:
+            raise ValueError(f"kmin_kb {self.kmin_kb} exceeds kmax_kb {self.kmax_kb}")
+        return self
+
+
+class Ns3Spec(Strict):
+    buffer_size_mb: Count = 32
+    packet_payload_bytes: Count = 1000
+    enable_trace: bool = Field(False, description="packet trace; tens of MB even for tiny runs")
+    ecn: dict[Gbps, EcnThreshold] = Field(
+        default_factory=dict, description="per link rate in Gbit/s; rates not given are derived"
+    )
+    link_error_rate: Probability = Field(
+        0.0, description="keep 0: a non-zero rate is known to hang the ns-3 backend"
+    )
+
+
+class NetworkSpec(Strict):
+    topology: Literal["single_switch", "spine_leaf", "rail_optimized"] = "spine_leaf"
+    nodes_per_leaf: Count = Field(4, description="spine_leaf: nodes whose NICs share one leaf")
+    oversubscription: Oversubscription = Field(1.0, description="leaf downlink : uplink bandwidth ratio")
+    num_spines: Count | None = Field(None, description="default: derived from oversubscription")
+    uplink_gbps: Gbps | None = Field(None, description="leaf-spine link rate; default: fastest NIC")
+    link_latency_ns: LatencyNs = 500.0
+    dcqcn: DcqcnSpec = DcqcnSpec()
+    ns3: Ns3Spec = Ns3Spec()
+    link_model: Literal["ideal", "ns3_packets"] | Efficiency = Field(
+        "ideal",
+        description="embedded engine: ideal links (line rate, one-way delay); ns3_packets = each link's "
+        "rate and delay as ns-3's packets and ACKs use it (from ns3/config.txt); or a number: that share "
+        "of every link's rate (e.g. calibrated from short ns-3 runs)",
+    )
+    step_down_efficiency: Efficiency = Field(
+        1.0,
+        description="embedded engine: the share of its rate a link gets where traffic steps down onto it "
+        "from faster links (a slower NIC behind a faster fabric), as DCQCN leaves it; 1 = ideal; calibrate "
+        "against ns-3 with benchmarks/packet_fidelity.py --calibrate",
+    )
