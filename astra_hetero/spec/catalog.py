@@ -26,6 +26,13 @@ class GpuRecord:
     kernel_overhead_us: float
     attention_fwd_efficiency: float
     attention_bwd_efficiency: float
+    fp16_tflops: float | None = None
+    fp8_tflops: float | None = None
+    tf32_tflops: float | None = None
+    fp32_tflops: float | None = None
+    fp8_efficiency: float | None = None
+    tf32_efficiency: float | None = None
+    fp32_efficiency: float | None = None
 
 
 @dataclass(frozen=True)

@@ -211,6 +211,7 @@ def check_consistency(spec: Spec) -> None:
         )
     _check_pipeline(spec)
     _check_overlap(spec)
+    _check_precision(spec)
     _check_mapping(spec)
     _check_partition(spec, num_micro_batches)
 
@@ -250,6 +251,27 @@ def _check_overlap(spec: Spec) -> None:
             "parallelism.overlap_param_gather",
             "needs overlap_grad_reduce: true (Megatron-LM requires both; the all-gathers use the "
             "gradient buckets)",
+        )
+
+
+def _check_precision(spec: Spec) -> None:
+    """Every GPU type in the cluster has the compute format's matmul rate; the gradient width is
+    given once (precision.grads and parallelism.grad_reduce_in_fp32 may not disagree)."""
+    precision, par = spec.precision, spec.parallelism
+    fmt = precision.compute
+    for i, group in enumerate(spec.cluster.node_groups):
+        if group.gpu.matmul_tflops(fmt) is None:
+            raise SpecError(
+                f"cluster.node_groups[{i}].gpu.{fmt}_tflops",
+                f"precision.compute is {fmt} but {group.gpu.name} has no {fmt} matmul rate in the "
+                f"catalog; give {fmt}_tflops or choose another precision.compute",
+            )
+    explicit = "grad_reduce_in_fp32" in par.model_fields_set
+    if precision.grads is not None and explicit and (precision.grads == "fp32") != par.grad_reduce_in_fp32:
+        raise SpecError(
+            "precision.grads",
+            f"{precision.grads} contradicts parallelism.grad_reduce_in_fp32={par.grad_reduce_in_fp32}; "
+            "give one of them",
         )
 
 

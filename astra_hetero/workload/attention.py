@@ -36,7 +36,7 @@ def fused_attention(x: Shape, attention_pass: str, name: str = "attention") -> O
     heads, kv_heads, d = x.a // x.t, x.kv // x.t, x.d
     products = FORWARD_PRODUCTS if attention_pass == "fwd" else BACKWARD_PRODUCTS
     flops = 2.0 * d * products * causal_pairs(x.s) * x.b * heads
-    token_rows = x.b * x.s * d * BYTES_BF16  # one head's Q, K, V, O or gradient
+    token_rows = x.b * x.s * d * x.dtypes.activation_bytes  # one head's Q, K, V, O or gradient
     lse = x.b * heads * x.s * BYTES_FP32
     if attention_pass == "fwd":  # read Q, K, V; write O and the log-sum-exp
         data = token_rows * (2 * heads + 2 * kv_heads) + lse
@@ -45,20 +45,33 @@ def fused_attention(x: Shape, attention_pass: str, name: str = "attention") -> O
         data = token_rows * (4 * heads + 4 * kv_heads) + 3 * lse + 2 * x.b * x.s * d * heads * BYTES_FP32
         kernels = FUSED_BACKWARD_KERNELS
     return Op(
-        name, flops, float(data), "attention", kernels=kernels, seq_len=x.s, attention_pass=attention_pass
+        name,
+        flops,
+        float(data),
+        "attention",
+        kernels=kernels,
+        seq_len=x.s,
+        attention_pass=attention_pass,
+        fmt=x.dtypes.attention_matmul,
     )
+
+
+def _core_gemm(x: Shape, m: int, n: int, k: int, batch: int) -> Gemm:
+    """A batched GEMM of the unfused core, in the activation format (BF16 under FP8 recipes)."""
+    width = x.dtypes.activation_bytes
+    return Gemm(m, n, k, batch, c_bytes=width, fmt=x.dtypes.attention_matmul, operand_bytes=width)
 
 
 def unfused_forward(x: Shape) -> list[Op]:
     batch = x.b * x.a // x.t
     scores = float(batch * x.s * x.s)
     return [
-        gemm_op("attn_score", Gemm(x.s, x.s, x.d, batch)),
-        memory_op("softmax", scores, SOFTMAX_BYTES["fwd"], flops=5.0),
-        memory_op("attn_dropout", scores, DROPOUT_BYTES["fwd"], flops=1.0, random=True),
-        gemm_op("attn_context", Gemm(x.s, x.d, x.s, batch)),
+        gemm_op("attn_score", _core_gemm(x, x.s, x.s, x.d, batch)),
+        memory_op("softmax", scores, SOFTMAX_BYTES["fwd"] * x.width, flops=5.0),
+        memory_op("attn_dropout", scores, DROPOUT_BYTES["fwd"] * x.width, flops=1.0, random=True),
+        gemm_op("attn_context", _core_gemm(x, x.s, x.d, x.s, batch)),
         # [b·heads, s, d] → [s, b, heads·d] for the output projection: permute(...).contiguous()
-        memory_op("attn_context_copy", float(x.tokens * x.h // x.t), 2 * BYTES_BF16),
+        memory_op("attn_context_copy", float(x.tokens * x.h // x.t), 2 * x.dtypes.activation_bytes),
     ]
 
 
@@ -67,10 +80,10 @@ def unfused_backward(x: Shape) -> list[Op]:
     batch = x.b * x.a // x.t
     scores = float(batch * x.s * x.s)
     return [
-        gemm_op("attn_context", Gemm(x.s, x.s, x.d, batch), Gemm(x.s, x.d, x.s, batch)),
-        memory_op("attn_dropout", scores, DROPOUT_BYTES["bwd"], flops=1.0),
-        memory_op("softmax", scores, SOFTMAX_BYTES["bwd"], flops=3.0),
-        gemm_op("attn_score", Gemm(x.s, x.d, x.s, batch), Gemm(x.s, x.d, x.s, batch)),
+        gemm_op("attn_context", _core_gemm(x, x.s, x.s, x.d, batch), _core_gemm(x, x.s, x.d, x.s, batch)),
+        memory_op("attn_dropout", scores, DROPOUT_BYTES["bwd"] * x.width, flops=1.0),
+        memory_op("softmax", scores, SOFTMAX_BYTES["bwd"] * x.width, flops=3.0),
+        gemm_op("attn_score", _core_gemm(x, x.s, x.d, x.s, batch), _core_gemm(x, x.s, x.d, x.s, batch)),
     ]
 
 

@@ -88,7 +88,7 @@ class OptimizerCost:
 
 
 def optimizer_cost(cost: DeviceCostModel, x: Shape) -> OptimizerCost:
-    shard, full = optimizer_ops()
+    shard, full = optimizer_ops(x)
     fixed = cost.model.rates.kernel_ns * sum(op.kernels for op in (*shard, *full))
 
     def per_param(ops: list[Op]) -> float:

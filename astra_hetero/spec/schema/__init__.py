@@ -23,6 +23,7 @@ from astra_hetero.spec.schema.parallelism import (
     PartitionSpec,
     Split,
 )
+from astra_hetero.spec.schema.precision import PrecisionSpec
 from astra_hetero.spec.schema.spec import Spec
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "Ns3Spec",
     "ParallelismSpec",
     "PartitionSpec",
+    "PrecisionSpec",
     "ScopeSpec",
     "Spec",
     "Split",

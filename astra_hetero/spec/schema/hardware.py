@@ -69,6 +69,19 @@ class GpuSpec(Strict):
     attention_bwd_efficiency: Efficiency | None = Field(
         None, description="fused attention backward, fraction of bf16_tflops (None: forward x 0.87)"
     )
+    fp16_tflops: Tflops | None = Field(None, description="dense FP16 tensor peak (None: bf16_tflops)")
+    fp8_tflops: Tflops | None = Field(None, description="dense FP8 tensor peak (None: no FP8 GEMMs)")
+    tf32_tflops: Tflops | None = Field(None, description="dense TF32 tensor peak (None: no TF32)")
+    fp32_tflops: Tflops | None = Field(None, description="FP32 (non-tensor) peak (None: unknown)")
+    fp8_efficiency: Efficiency | None = Field(
+        None, description="achievable fraction of fp8_tflops on large GEMMs (None: compute_efficiency)"
+    )
+    tf32_efficiency: Efficiency | None = Field(
+        None, description="achievable fraction of tf32_tflops (None: compute_efficiency)"
+    )
+    fp32_efficiency: Efficiency | None = Field(
+        None, description="achievable fraction of fp32_tflops (None: compute_efficiency)"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -91,14 +104,31 @@ class GpuSpec(Strict):
 
     @property
     def effective_flops_per_ns(self) -> float:
-        """Sustained achievable matmul rate: peak × MAMF fraction × sustained fraction × multiplier."""
-        return (
-            self.bf16_tflops
-            * 1e3
-            * self.compute_efficiency
-            * self.sustained_fraction
-            * self.compute_multiplier
-        )
+        """Sustained achievable BF16 matmul rate: peak × MAMF fraction × sustained × multiplier."""
+        return self.effective_matmul_flops_per_ns("bf16")
+
+    def matmul_tflops(self, fmt: str) -> float | None:
+        """Dense peak of the matmul format `fmt` (bf16, fp16, fp8, tf32, fp32); None: not supported."""
+        peaks = {
+            "bf16": self.bf16_tflops,
+            "fp16": self.fp16_tflops or self.bf16_tflops,
+            "fp8": self.fp8_tflops,
+            "tf32": self.tf32_tflops,
+            "fp32": self.fp32_tflops,
+        }
+        return peaks[fmt]
+
+    def matmul_efficiency(self, fmt: str) -> float:
+        """Achievable fraction of `fmt`'s peak on large GEMMs (BF16's MAMF fraction where the
+        catalog has no measurement for the format)."""
+        own = {"fp8": self.fp8_efficiency, "tf32": self.tf32_efficiency, "fp32": self.fp32_efficiency}
+        return own.get(fmt) or self.compute_efficiency
+
+    def effective_matmul_flops_per_ns(self, fmt: str) -> float:
+        peak = self.matmul_tflops(fmt)
+        if peak is None:
+            raise ValueError(f"{self.name} has no {fmt} matmul rate")
+        return peak * 1e3 * self.matmul_efficiency(fmt) * self.sustained_fraction * self.compute_multiplier
 
     @property
     def effective_bytes_per_ns(self) -> float:
