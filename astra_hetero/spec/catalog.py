@@ -58,6 +58,8 @@ class ModelRecord:
     norm: str
     tied_embeddings: bool
     learned_position_embeddings: bool
+    rope: bool = False
+    attention_window: Any = None  # validated by the model schema
 
 
 def _load(name: str) -> dict[str, dict[str, Any]]:

@@ -10,6 +10,11 @@ entries are computed too), a fused scale-mask-softmax kernel, dropout on the pro
 a copy that permutes the context from head-major back to token-major order (Megatron-LM
 megatron/model/transformer.py, `context_layer.permute(2, 0, 1, 3).contiguous()`).
 Grouped KV heads are expanded to every query head first, so the GEMMs are those of full attention.
+
+Sliding-window (local) attention, `Shape.window` = W: a query attends its W most recent keys, itself
+included. The fused kernels skip the blocks outside the band, so they do the work of the attended
+pairs only; their short-sequence efficiency follows the band's width (W) rather than s. The unfused
+core masks the band inside the full s×s scores, so its cost does not change.
 """
 
 from __future__ import annotations
@@ -27,15 +32,18 @@ FUSED_BACKWARD_KERNELS = 3  # dot(dO, O) preprocessing, the main kernel, dQ conv
 FORWARD_PRODUCTS, BACKWARD_PRODUCTS = 2, 5
 
 
-def causal_pairs(s: int) -> int:
-    """Query-key pairs a causal kernel computes: query i attends keys 0..i."""
-    return s * (s + 1) // 2
+def causal_pairs(s: int, window: int = 0) -> int:
+    """Query-key pairs a causal kernel computes: query i attends keys max(0, i − W + 1)..i, i.e.
+    min(i + 1, W) of them (all i + 1 without a window)."""
+    if window <= 0 or window >= s:
+        return s * (s + 1) // 2
+    return window * (window + 1) // 2 + (s - window) * window
 
 
 def fused_attention(x: Shape, attention_pass: str, name: str = "attention") -> Op:
     heads, kv_heads, d = x.a // x.t, x.kv // x.t, x.d
     products = FORWARD_PRODUCTS if attention_pass == "fwd" else BACKWARD_PRODUCTS
-    flops = 2.0 * d * products * causal_pairs(x.s) * x.b * heads
+    flops = 2.0 * d * products * causal_pairs(x.s, x.window) * x.b * heads
     token_rows = x.b * x.s * d * x.dtypes.activation_bytes  # one head's Q, K, V, O or gradient
     lse = x.b * heads * x.s * BYTES_FP32
     if attention_pass == "fwd":  # read Q, K, V; write O and the log-sum-exp
@@ -50,7 +58,7 @@ def fused_attention(x: Shape, attention_pass: str, name: str = "attention") -> O
         float(data),
         "attention",
         kernels=kernels,
-        seq_len=x.s,
+        seq_len=min(x.s, x.window) if x.window else x.s,
         attention_pass=attention_pass,
         fmt=x.dtypes.attention_matmul,
     )

@@ -10,6 +10,11 @@ Byte counts per element follow the kernels Megatron runs (BF16 activations, FP32
   bias-dropout-add           forward reads x and the residual, writes y and a 1-byte mask: 7 B;
                              backward reads dy and the mask, writes dx: 5 B
   GeLU (bias fused)          4 B forward, 6 B backward; SwiGLU per output element 6 B / 10 B
+  squared ReLU (Nemotron)    Megatron-core's `torch.pow(F.relu(x), 2)`, unfused: relu then pow, each
+                             reading and writing the tensor (8 B, 2 kernels); backward through pow and
+                             relu reads the gradient and the saved relu output twice (12 B, 3 kernels)
+  RoPE                       Transformer Engine's fused rotary kernel, once for Q and once for K: reads
+                             and writes each (4 B per element) in both passes
   cross-entropy (vocab-parallel, megatron/core/tensor_parallel/cross_entropy.py): the logits are cast
                              to FP32 (6 B), max-reduced (4 B), shifted, exponentiated, summed and
                              normalised in place (28 B); backward scales the saved softmax (8 B) and
@@ -63,6 +68,8 @@ NORM_BWD_KERNELS = 3  # input gradient, weight-gradient partials, their reductio
 BIAS_DROPOUT_ADD_BYTES = {"fwd": 7, "bwd": 5}
 GELU_BYTES = {"fwd": 4, "bwd": 6}
 SWIGLU_BYTES = {"fwd": 6, "bwd": 10}
+SQUARED_RELU = {"fwd": (8, 2, 2.0), "bwd": (12, 3, 3.0)}  # bytes per element, kernels, FLOPs
+ROPE_BYTES, ROPE_FLOPS = 4, 3.0
 CROSS_ENTROPY_MAX_BYTES, CROSS_ENTROPY_BYTES, CROSS_ENTROPY_BWD_BYTES = 10, 28, 14
 # Optimizer-phase operators are sized per million parameters (calibration rows use the same unit).
 OPTIMIZER_UNIT_PARAMS = 1_000_000
@@ -101,10 +108,9 @@ def _activation_bytes(x: Shape, width: int | None = None) -> int:
 def _mlp_forward(x: Shape) -> list[Op]:
     f, t, dt = x.f // x.t, x.tokens, x.dtypes
     first = ("mlp_gate_up", 2 * f) if x.swiglu else ("mlp_up", f)
-    activation = ("swiglu", SWIGLU_BYTES["fwd"], 4.0) if x.swiglu else ("gelu", GELU_BYTES["fwd"], 8.0)
     return [
         linear_forward(first[0], t, x.h, first[1], dt),
-        memory_op(activation[0], t * f, activation[1] * x.width, flops=activation[2]),
+        _activation(x, "fwd"),
         *fp8.plain_input(x, "mlp_down", f),
         linear_forward("mlp_down", t, f, x.h, dt),
     ]
@@ -113,17 +119,37 @@ def _mlp_forward(x: Shape) -> list[Op]:
 def _mlp_backward(x: Shape) -> list[Op]:
     f, t, dt = x.f // x.t, x.tokens, x.dtypes
     first = ("mlp_gate_up", 2 * f) if x.swiglu else ("mlp_up", f)
-    activation = ("swiglu", SWIGLU_BYTES["bwd"]) if x.swiglu else ("gelu", GELU_BYTES["bwd"])
     return [
         *fp8.output_gradient(x, "mlp_down", x.h),
         linear_backward("mlp_down", t, f, x.h, dt),
-        memory_op(activation[0], t * f, activation[1] * x.width, flops=8.0),
+        _activation(x, "bwd"),
         *_local(x, memory_op("mlp_up_bias_grad", t * f, BIAS_GRAD_BYTES, flops=1.0)),
         *_regather(x, fp8.gathered_input_bytes(x)),
         *fp8.output_gradient(x, first[0], first[1]),
         *fp8.norm_fed_transpose(x, first[0]),
         linear_backward(first[0], t, x.h, first[1], dt),
     ]
+
+
+def _activation(x: Shape, phase: str) -> Op:
+    """The MLP's activation over the rank's t × f/tp outputs."""
+    elements = x.tokens * (x.f // x.t)
+    if x.squared_relu:
+        per_element, kernels, flops = SQUARED_RELU[phase]
+        return memory_op("squared_relu", elements, per_element * x.width, kernels, flops=flops)
+    if x.swiglu:
+        return memory_op(
+            "swiglu", elements, SWIGLU_BYTES[phase] * x.width, flops=4.0 if phase == "fwd" else 8.0
+        )
+    return memory_op("gelu", elements, GELU_BYTES[phase] * x.width, flops=8.0)
+
+
+def _rope(x: Shape) -> list[Op]:
+    """Rotary embeddings on the rank's query and key heads (the same in both passes)."""
+    if not x.rope:
+        return []
+    elements = x.tokens * (x.a + x.kv) // x.t * x.d
+    return [memory_op("rope", elements, ROPE_BYTES * x.width, kernels=2, flops=ROPE_FLOPS)]
 
 
 def layer_forward(x: Shape) -> list[LayerStep]:
@@ -137,6 +163,7 @@ def layer_forward(x: Shape) -> list[LayerStep]:
         *_tp_enter(x, gathered),
         linear_forward("qkv_proj", x.tokens, x.h, x.qkv_width // x.t, dt),
         *_local(x, memory_op("qkv_bias", x.tokens * x.qkv_width // x.t, BIAS_ADD_BYTES, flops=1.0)),
+        *_rope(x),
         *attention_forward(x),
         *fp8.plain_input(x, "attn_out_proj", x.h // x.t),
         linear_forward("attn_out_proj", x.tokens, x.h // x.t, x.h, dt),
@@ -182,6 +209,7 @@ def layer_backward(x: Shape, recompute: str) -> list[LayerStep]:
         *fp8.output_gradient(x, "attn_out_proj", x.h),
         linear_backward("attn_out_proj", x.tokens, x.h // x.t, x.h, dt),
         *attention_backward(x, recompute == "selective"),
+        *_rope(x),
         *_local(
             x,
             memory_op("qkv_grad_concat", qkv, CONCAT_BYTES),
@@ -309,7 +337,7 @@ def parameter_counts(model: ModelSpec) -> ParameterCounts:
     h, f, d = model.hidden_size, model.ffn_size, model.head_dim
     qkv = h * (h + 2 * model.num_kv_heads * d)
     attn = qkv + h * h
-    mlp = (3 if model.activation == "swiglu" else 2) * h * f
+    mlp = (3 if model.activation == "swiglu" else 2) * h * f  # squared ReLU: up and down, no biases
     norm = 2 * h if model.norm == "layernorm" else h
     biases = 0
     if model.activation == "gelu":  # GPT-style layers carry biases
@@ -334,25 +362,13 @@ def operators(x: Shape) -> dict[str, dict[str, Op]]:
 
 
 def operator_names() -> dict[str, frozenset[str]]:
-    """Operator names of every formulation (fused and unfused attention, GeLU and SwiGLU, BF16 and
-    FP8 under either scaling), by phase."""
+    """Operator names of every formulation (fused and unfused attention, GeLU, SwiGLU and squared
+    ReLU, RoPE, BF16 and FP8 under either scaling), by phase."""
     names: dict[str, set[str]] = {phase: set() for phase in PHASES}
     recipes = (BF16, Dtypes(compute="fp8", fp8_recipe="delayed"), Dtypes(compute="fp8", fp8_recipe="current"))
-    for fused, swiglu, dt in product((True, False), (True, False), recipes):
-        x = Shape(
-            b=1,
-            s=8,
-            h=8,
-            a=2,
-            kv=2,
-            f=16,
-            v=16,
-            t=2,
-            sp=True,
-            swiglu=swiglu,
-            fused_attention=fused,
-            dtypes=dt,
-        )
+    mlps = ({"swiglu": True}, {"swiglu": False}, {"swiglu": False, "squared_relu": True})
+    for fused, mlp, dt in product((True, False), mlps, recipes):
+        x = Shape(1, 8, 8, 2, 2, 16, 16, t=2, sp=True, fused_attention=fused, dtypes=dt, rope=True, **mlp)
         for phase, ops in operators(x).items():
             names[phase] |= set(ops)
     return {phase: frozenset(n) for phase, n in names.items()}

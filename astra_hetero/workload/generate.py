@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +95,11 @@ def timed_blocks(spec: Spec, devices: Iterable[Device]) -> dict[str, DeviceBlock
     costs: dict[str, DeviceCostModel] = {}
     for device in devices:
         costs.setdefault(device.gpu_type, DeviceCostModel(device.spec.gpu, calibration))
-    return {key: device_blocks(cost, x, spec.parallelism.recompute) for key, cost in costs.items()}
+    windows = tuple(spec.model.window_of(i) for i in range(spec.model.num_layers))
+    if len(set(windows)) == 1:  # every layer alike: one kind, carried by the shape
+        x, windows = replace(x, window=windows[0]), ()
+    recompute = spec.parallelism.recompute
+    return {key: device_blocks(cost, x, recompute, windows) for key, cost in costs.items()}
 
 
 def _comm_groups(spec: Spec, layout: Layout) -> list[CommGroup]:

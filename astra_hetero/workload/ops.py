@@ -119,6 +119,9 @@ class Shape:
     swiglu: bool
     fused_attention: bool = True
     dtypes: Dtypes = BF16
+    squared_relu: bool = False  # Nemotron's relu(x)² MLP (two matrices, no biases)
+    rope: bool = False
+    window: int = 0  # sliding-window attention: keys a query attends at most (0: all before it)
 
     @property
     def width(self) -> float:
@@ -135,8 +138,8 @@ class Shape:
 
     @property
     def biases(self) -> bool:
-        """GPT-style layers (GeLU MLP) carry biases; gated (SwiGLU) ones do not."""
-        return not self.swiglu
+        """GPT-style layers (GeLU MLP) carry biases; SwiGLU and squared-ReLU ones do not."""
+        return not self.swiglu and not self.squared_relu
 
     @property
     def local_kernels(self) -> bool:
@@ -170,4 +173,6 @@ def shape_of(
         swiglu=model.activation == "swiglu",
         fused_attention=attention == "fused",
         dtypes=dtypes,
+        squared_relu=model.activation == "squared_relu",
+        rope=model.rope,
     )
