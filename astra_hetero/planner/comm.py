@@ -52,7 +52,7 @@ class Op:
 
 
 def trace_size(kind: str, buffer_bytes: float, num_ranks: int) -> int:
-    """The comm_size the generator writes for a collective of this full buffer (workload/graph.py)."""
+    """The comm_size the generator writes for a collective of this full buffer (workload/program.py)."""
     return int(buffer_bytes / num_ranks if kind == "all_gather" else buffer_bytes)
 
 
