@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from astra_hetero import chakra_io
-from astra_hetero.backends.embedded.shapes import read_shapes
-from astra_hetero.backends.embedded.tracebytes import RankValues, rank_values, twin_values, value_spans
-from astra_hetero.backends.embedded.tracefile import decode_rank_trace
+from astra_hetero.backends.embedded.folding.shapes import read_shapes
+from astra_hetero.backends.embedded.trace.decode import decode_rank_trace
+from astra_hetero.backends.embedded.trace.twins import RankValues, rank_values, twin_values, value_spans
 from tests.embedded.rundirs import coll, comp, recv, send
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from astra_hetero import rundir
-from astra_hetero.backends.embedded.topology import Topology
+from astra_hetero.backends.embedded.rundir.topology import Topology
 from astra_hetero.errors import RunDirError
 
 PPP_BYTES, IPV4_BYTES, UDP_BYTES, SEQ_TS_BYTES = 2, 20, 8, 6

@@ -22,20 +22,21 @@ import heapq
 from collections import deque
 from itertools import pairwise
 
-from astra_hetero.backends.embedded import events
-from astra_hetero.backends.embedded.commmodel import FoldedComm, PlainComm
-from astra_hetero.backends.embedded.deadlock import deadlock_report
-from astra_hetero.backends.embedded.network import Flow, FlowNetwork
-from astra_hetero.backends.embedded.plans import PhasePlan
-from astra_hetero.backends.embedded.records import Comm, EngineOutcome
-from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_COMP, KIND_RECV
-from astra_hetero.backends.embedded.workload import FlatWorkload
+from astra_hetero.backends.embedded.engine import events
+from astra_hetero.backends.embedded.engine.comm import PlainComm
+from astra_hetero.backends.embedded.engine.deadlock import deadlock_report
+from astra_hetero.backends.embedded.engine.records import Comm, EngineOutcome
+from astra_hetero.backends.embedded.engine.workload import FlatWorkload
+from astra_hetero.backends.embedded.folding.comm import FoldedComm
+from astra_hetero.backends.embedded.network.flows import Flow, FlowNetwork
+from astra_hetero.backends.embedded.network.phases import PhasePlan
+from astra_hetero.backends.embedded.trace.records import KIND_COLL, KIND_COMP, KIND_RECV
 from astra_hetero.errors import RunDirError, SimulationDeadlock
 
 
 class Engine:
     """Simulates the ranks of `workload` (every rank, or one per folded class) with `comm` answering
-    how their collectives meet and what their flows load (see `commmodel`)."""
+    how their collectives meet and what their flows load (see `engine.comm`, `folding.comm`)."""
 
     def __init__(
         self, workload: FlatWorkload, comm: PlainComm | FoldedComm, max_comm_in_flight: int = 0
@@ -78,7 +79,7 @@ class Engine:
         self.count_sinks = False
 
     def _sink_done(self, g: int, now: int) -> None:
-        """Overridden by the engine that runs several iterations (`dynamic_engine`)."""
+        """Overridden by the engine that runs several iterations (`engine.dynamic`)."""
 
     def run(self) -> EngineOutcome:
         for g in self.w.roots:

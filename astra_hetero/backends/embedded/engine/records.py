@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from astra_hetero.backends.embedded.plans import PhasePlan
-from astra_hetero.backends.embedded.workload import FlatWorkload
+from astra_hetero.backends.embedded.engine.workload import FlatWorkload
+from astra_hetero.backends.embedded.network.phases import PhasePlan
 
 
 class Comm:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from astra_hetero.backends.embedded.topology import Topology
+from astra_hetero.backends.embedded.rundir.topology import Topology
 from astra_hetero.errors import RunDirError
 
 _FAR = 1 << 30  # "unreachable" in distance arithmetic

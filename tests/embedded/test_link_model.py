@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from astra_hetero.backends.embedded.backend import EmbeddedBackend
-from astra_hetero.backends.embedded.packets import ns3_link, packet_bytes, tx_ns
+from astra_hetero.backends.embedded.rundir.link_model import ns3_link, packet_bytes, tx_ns
 from astra_hetero.errors import RunDirError
 from tests.embedded.rundirs import coll, single_switch, write_run_dir
 
@@ -100,8 +100,8 @@ def mixed_switch() -> str:
 
 
 def test_step_down_links_are_the_switch_ports_slower_than_another_link_into_the_switch():
-    from astra_hetero.backends.embedded.packets import step_down_links
-    from astra_hetero.backends.embedded.topology import parse_topology
+    from astra_hetero.backends.embedded.rundir.link_model import step_down_links
+    from astra_hetero.backends.embedded.rundir.topology import parse_topology
 
     topology = parse_topology(mixed_switch())
     steps = step_down_links(topology)

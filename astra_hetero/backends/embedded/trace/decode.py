@@ -12,9 +12,7 @@ crosses back to the parent as a few raw buffers rather than millions of Python o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +22,18 @@ from google.protobuf.internal.decoder import _DecodeVarint32 as _decode_varint  
 from google.protobuf.message import DecodeError
 
 from astra_hetero import chakra_io
-from astra_hetero.backends.embedded.tracedeps import packed_deps_of, resolve_deps, typed_deps_of
+from astra_hetero.backends.embedded.trace.deps import packed_deps_of, resolve_deps, typed_deps_of
+from astra_hetero.backends.embedded.trace.records import (
+    KIND_COLL,
+    KIND_COMP,
+    KIND_RECV,
+    KIND_SEND,
+    DecodedTrace,
+    RankTrace,
+)
 from astra_hetero.chakra_io import pb
 from astra_hetero.errors import RunDirError
 
-KIND_COMP, KIND_COLL, KIND_SEND, KIND_RECV = 0, 1, 2, 3
 # Bounds on what one node may ask for. Beyond them a value is corrupt rather than large: a compute node
 # of 2^40 µs (12.7 days) or a transfer of 2^53 bytes (8 PiB, where float byte counts stop being exact)
 # would make an iteration time meaningless, and int64 nanoseconds would overflow soon after.
@@ -45,43 +50,6 @@ _FIELD1_TAG = b"\x0a"  # field number 1, wire type 2 (length-delimited)
 # Node fields LiteNode reads as raw bytes: names stay undecoded until someone shows them, dependency
 # lists stay packed varints (decoded for the whole file at once), inputs/outputs are never read.
 _RAW_FIELDS = ("name", "ctrl_deps", "data_deps", "inputs", "outputs")
-
-
-@dataclass(frozen=True)
-class RankTrace:
-    """One rank's nodes in file order; dependencies are indices (not Chakra ids) of predecessors:
-    node i's are `deps[dep_ends[i-1]:dep_ends[i]]`, and its name is `names[name_ends[i-1]:name_ends[i]]`."""
-
-    path: str
-    ids: np.ndarray  # uint64 Chakra ids
-    names: bytes  # every name's UTF-8 bytes, concatenated
-    name_ends: np.ndarray
-    kinds: np.ndarray
-    durations_ns: np.ndarray
-    sizes: np.ndarray
-    coll_types: np.ndarray  # Chakra CollectiveCommType for collectives, -1 otherwise
-    peers: np.ndarray  # send: destination rank, recv: source rank, -1 otherwise
-    tags: np.ndarray
-    group_names: tuple[str, ...]  # the distinct pg_names of the rank's collectives ("" = all ranks)
-    groups: np.ndarray  # index into group_names for collectives, -1 otherwise
-    dep_ends: np.ndarray
-    deps: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.kinds)
-
-    def name(self, i: int) -> str:
-        start = int(self.name_ends[i - 1]) if i else 0
-        return self.names[start : int(self.name_ends[i])].decode("utf-8", "replace")
-
-    def all_names(self) -> list[str]:
-        if not self.names.isascii():
-            return [self.name(i) for i in range(len(self))]
-        text = self.names.decode("ascii")  # one character per byte: slice the text by byte offsets
-        return [text[start:end] for start, end in pairwise([0, *self.name_ends.tolist()])]
-
-    def describe(self, i: int) -> str:
-        return f"node {self.ids[i]} ({self.name(i)!r})"
 
 
 @lru_cache(maxsize=2)
@@ -244,20 +212,6 @@ def _require(
     if not low <= value <= high:
         raise RunDirError(f"{path}: {_label(node)} attribute {key}={value} is outside {low}..{high}")
     return value
-
-
-@dataclass(frozen=True)
-class DecodedTrace:
-    """A trace with what a byte-level comparison against it needs: the file's bytes, where each
-    node's record ends, each communication node's raw attribute blobs (empty for compute nodes), and
-    whether every communication record is its node's canonical serialization (fields in number
-    order, so the attributes, field 10, are the record's tail)."""
-
-    trace: RankTrace
-    data: bytes
-    record_ends: np.ndarray
-    attrs: list[tuple[bytes, ...]]
-    canonical: bool
 
 
 def read_rank_trace(path: Path, num_ranks: int) -> RankTrace:

@@ -4,7 +4,7 @@ Iterations: each rank starts iteration i+1 of its trace as soon as its own nodes
 done (as a training loop does); collectives and transfers of later iterations match in issue order
 like any others. Events: compute runs at the speed profile of its GPU (stretched pro rata inside a
 kernel a slowdown interrupts) times its jitter draw; link rate changes and background flows are
-timed events that re-solve the max-min rates at their instant (`network.DynamicNetwork`). A flow
+timed events that re-solve the max-min rates at their instant (`network.flows.DynamicNetwork`). A flow
 whose every path is down waits; a run left with only waiting flows fails naming the links.
 
 `DynamicEngine` runs on the static engine's inlined hot paths: a rank's iteration ends when the last
@@ -19,14 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from astra_hetero.backends.embedded import events
-from astra_hetero.backends.embedded.commmodel import FoldedComm, PlainComm
-from astra_hetero.backends.embedded.dynamics_input import Dynamics
-from astra_hetero.backends.embedded.engine import Engine
-from astra_hetero.backends.embedded.network import NEVER_NS, DynamicNetwork, Flow
-from astra_hetero.backends.embedded.records import Comm, EngineOutcome
-from astra_hetero.backends.embedded.routing import Router
-from astra_hetero.backends.embedded.timed import (
+from astra_hetero.backends.embedded.engine import events
+from astra_hetero.backends.embedded.engine.comm import PlainComm
+from astra_hetero.backends.embedded.engine.records import Comm, EngineOutcome
+from astra_hetero.backends.embedded.engine.static import Engine
+from astra_hetero.backends.embedded.engine.timed import (
     Background,
     Jitter,
     LinkChange,
@@ -36,8 +33,12 @@ from astra_hetero.backends.embedded.timed import (
     link_changes,
     speed_profiles,
 )
-from astra_hetero.backends.embedded.tracefile import KIND_COMP
-from astra_hetero.backends.embedded.workload import FlatWorkload
+from astra_hetero.backends.embedded.engine.workload import FlatWorkload
+from astra_hetero.backends.embedded.folding.comm import FoldedComm
+from astra_hetero.backends.embedded.network.flows import NEVER_NS, DynamicNetwork, Flow
+from astra_hetero.backends.embedded.network.routing import Router
+from astra_hetero.backends.embedded.rundir.dynamics import Dynamics
+from astra_hetero.backends.embedded.trace.records import KIND_COMP
 from astra_hetero.errors import FieldError
 
 _BACKGROUND_BYTES = 1e30  # a background flow never runs out; its end is a timed event

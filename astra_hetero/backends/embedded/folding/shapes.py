@@ -7,7 +7,7 @@ node for node (ids, names, kinds, durations, sizes, tags, dependencies) and thei
 patterns agree; they may differ in which groups and peers the positions name.
 
 Only representatives are decoded. Each file is read once and compared byte for byte with the
-decoded files of its size, most recently matched first (`tracebytes.twin_values`, exact and a
+decoded files of its size, most recently matched first (`trace.twins.twin_values`, exact and a
 fraction of the cost of decoding); a file that is nobody's twin is decoded and becomes a
 representative itself. Ranks are split into contiguous runs, one per worker process (ranks of one
 pipeline stage or replica tend to be neighbours, so a run rarely needs a representative another
@@ -26,14 +26,15 @@ from typing import Any
 
 import numpy as np
 
-from astra_hetero.backends.embedded.tracebytes import (
+from astra_hetero.backends.embedded.trace.decode import decode_rank_trace, read_trace_bytes
+from astra_hetero.backends.embedded.trace.records import RankTrace
+from astra_hetero.backends.embedded.trace.twins import (
     RankValues,
     ValueSpans,
     rank_values,
     twin_values,
     value_spans,
 )
-from astra_hetero.backends.embedded.tracefile import RankTrace, decode_rank_trace, read_trace_bytes
 
 _PARALLEL_MIN_RANKS = 256  # below this, worker processes cost more than they save
 _RECENT = 8  # representatives a file is compared with before it is decoded itself

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from astra_hetero.backends.embedded.workload import FlatWorkload
+from astra_hetero.backends.embedded.engine.workload import FlatWorkload
 
 _MAX_REPORTED = 8
 

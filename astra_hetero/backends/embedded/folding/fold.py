@@ -16,21 +16,19 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from astra_hetero.backends.embedded.commmodel import FoldedComm
-from astra_hetero.backends.embedded.plans import CommPlanner, comm_planner
-from astra_hetero.backends.embedded.quotient import FoldedNetwork, Splits, fold_network
-from astra_hetero.backends.embedded.routing import Router
-from astra_hetero.backends.embedded.rundir_reader import SimInput
-from astra_hetero.backends.embedded.shapes import TraceShapes, read_shapes
-from astra_hetero.backends.embedded.symmetry import RankClasses, rank_classes
-from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_SEND, RankTrace
-
-if TYPE_CHECKING:
-    from astra_hetero.backends.embedded.nccl_plans import NcclCommPlanner
+from astra_hetero.backends.embedded.folding.comm import FoldedComm
+from astra_hetero.backends.embedded.folding.quotient import FoldedNetwork, Splits, fold_network
+from astra_hetero.backends.embedded.folding.shapes import TraceShapes, read_shapes
+from astra_hetero.backends.embedded.folding.symmetry import RankClasses, rank_classes
+from astra_hetero.backends.embedded.network.ideal import IdealCommPlanner
+from astra_hetero.backends.embedded.network.nccl import NcclCommPlanner
+from astra_hetero.backends.embedded.network.planners import comm_planner
+from astra_hetero.backends.embedded.network.routing import Router
+from astra_hetero.backends.embedded.rundir.reader import SimInput
+from astra_hetero.backends.embedded.trace.records import KIND_COLL, KIND_SEND, RankTrace
 
 
 @dataclass(frozen=True)
@@ -39,7 +37,7 @@ class Folding:
     traces: list[RankTrace]  # per class: its representative's trace
     comm: FoldedComm
     router: Router
-    planner: CommPlanner | NcclCommPlanner  # every instance's plans came from it (NCCL choices)
+    planner: IdealCommPlanner | NcclCommPlanner  # every instance's plans came from it (NCCL choices)
 
 
 def fold(

@@ -23,17 +23,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from astra_hetero import chakra_io
-from astra_hetero.backends.embedded.network import solo_rate
-from astra_hetero.backends.embedded.plans import CommPlanner, PhasePlan
-from astra_hetero.backends.embedded.shapes import TraceShapes
-from astra_hetero.backends.embedded.symmetry import RankClasses
-from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_SEND
-
-if TYPE_CHECKING:
-    from astra_hetero.backends.embedded.nccl_plans import NcclCommPlanner
+from astra_hetero.backends.embedded.folding.shapes import TraceShapes
+from astra_hetero.backends.embedded.folding.symmetry import RankClasses
+from astra_hetero.backends.embedded.network.flows import solo_rate
+from astra_hetero.backends.embedded.network.phases import CommPlanner, PhasePlan
+from astra_hetero.backends.embedded.trace.records import KIND_COLL, KIND_SEND
 
 _DIGITS = 9  # weights and capacities are compared after rounding: sums of shares differ in the last bits
 
@@ -68,7 +64,7 @@ def fold_network(
     classes: RankClasses,
     shapes: TraceShapes,
     groups: Mapping[str, Sequence[int]],
-    planner: CommPlanner | NcclCommPlanner,
+    planner: CommPlanner,
     capacities: Sequence[float],
     link_keys: Mapping[int, Hashable] | None = None,
 ) -> FoldedNetwork | Splits:
@@ -92,7 +88,7 @@ def _collective_classes(
     classes: RankClasses,
     shapes: TraceShapes,
     groups: Mapping[str, Sequence[int]],
-    planner: CommPlanner | NcclCommPlanner,
+    planner: CommPlanner,
 ) -> list[_FlowClass]:
     kinds_at = [_collectives_by_position(shape.trace, shape.group_pattern) for shape in shapes.shapes]
     user = {}  # group -> (a rank using it, the group's position among that rank's groups)
@@ -120,9 +116,7 @@ def _collectives_by_position(trace: object, pattern: tuple[int, ...]) -> dict[in
     return {position: list(kinds) for position, kinds in found.items()}
 
 
-def _transfer_classes(
-    classes: RankClasses, shapes: TraceShapes, planner: CommPlanner | NcclCommPlanner
-) -> list[_FlowClass]:
+def _transfer_classes(classes: RankClasses, shapes: TraceShapes, planner: CommPlanner) -> list[_FlowClass]:
     out = []
     for index, ranks in enumerate(classes.members):
         trace = shapes.shapes[shapes.shape_of[ranks[0]]].trace

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from astra_hetero import chakra_io
-from astra_hetero.backends.embedded import collectives
-from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_RECV, KIND_SEND, RankTrace
+from astra_hetero.backends.embedded.network import algorithms
+from astra_hetero.backends.embedded.trace.records import KIND_COLL, KIND_RECV, KIND_SEND, RankTrace
 from astra_hetero.errors import RunDirError
 
 
@@ -145,10 +145,10 @@ def _check_collective_types(w: FlatWorkload, kinds: np.ndarray, coll_types: np.n
 
 def _check_collective_type(w: FlatWorkload, g: int) -> None:
     name = chakra_io.COLLECTIVE_NAMES.get(w.coll_types[g])
-    if name not in collectives.SUPPORTED_KINDS:
+    if name not in algorithms.SUPPORTED_KINDS:
         raise RunDirError(
             f"{w.describe(g)}: collective type {name or w.coll_types[g]} is not simulated by "
-            f"the embedded backend (supported: {', '.join(collectives.SUPPORTED_KINDS)})"
+            f"the embedded backend (supported: {', '.join(algorithms.SUPPORTED_KINDS)})"
         )
 
 

@@ -1,7 +1,7 @@
 """The engine's view of `dynamics.json`: compute speed over time, per-kernel jitter, link capacities at
 each change, and background flows.
 
-Link rates act on the router's bundles (twin links merged, see `routing`). ECMP splits a flow equally
+Link rates act on the router's bundles (twin links merged, see `network.routing`). ECMP splits a flow equally
 over a bundle's links, so a bundle whose members run at rates c_i carries (members up) × min(c_i of
 those up): a slower link is the bottleneck of its share, and a link that is down leaves the ECMP set,
 its share moving to the others (one of two spines down halves a leaf's uplink capacity). A bundle with
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from astra_hetero import units
-from astra_hetero.backends.embedded.dynamics_input import Dynamics, TimedEvent
-from astra_hetero.backends.embedded.routing import Router
+from astra_hetero.backends.embedded.network.routing import Router
+from astra_hetero.backends.embedded.rundir.dynamics import Dynamics, TimedEvent
 
 
 class SpeedProfile:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
 
 from astra_hetero import chakra_io
-from astra_hetero.backends.embedded.tracefile import read_rank_trace
+from astra_hetero.backends.embedded.trace.decode import read_rank_trace
 from tests.embedded.rundirs import comp
 
 

@@ -21,10 +21,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from astra_hetero.backends.embedded.comm_inputs import CommInputs
-from astra_hetero.backends.embedded.network import solo_rate
-from astra_hetero.backends.embedded.plans import PhasePlan
-from astra_hetero.backends.embedded.routing import Router
+from astra_hetero.backends.embedded.network.flows import solo_rate
+from astra_hetero.backends.embedded.network.phases import PhasePlan
+from astra_hetero.backends.embedded.network.routing import Router
+from astra_hetero.backends.embedded.rundir.comm_inputs import CommInputs
 from astra_hetero.comm import tuning
 from astra_hetero.comm.catalog import nccl_constants
 from astra_hetero.comm.measured import ScopedTable, select_table

@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from astra_hetero import rundir
-from astra_hetero.backends.embedded.comm_inputs import CommInputs, read_comm_inputs
-from astra_hetero.backends.embedded.manifest import MAX_RANKS, ManifestFields, manifest_fields
-from astra_hetero.backends.embedded.packets import apply_link_model
-from astra_hetero.backends.embedded.topology import Topology, host_groups, read_topology
-from astra_hetero.backends.embedded.tracefile import RankTrace, read_rank_trace
+from astra_hetero.backends.embedded.rundir.comm_inputs import CommInputs, read_comm_inputs
+from astra_hetero.backends.embedded.rundir.link_model import apply_link_model
+from astra_hetero.backends.embedded.rundir.manifest import MAX_RANKS, ManifestFields, manifest_fields
+from astra_hetero.backends.embedded.rundir.topology import Topology, host_groups, read_topology
+from astra_hetero.backends.embedded.trace.decode import read_rank_trace
+from astra_hetero.backends.embedded.trace.records import RankTrace
 from astra_hetero.errors import RunDirError
 
 _PARALLEL_MIN_RANKS = 64  # below this, starting worker processes costs more than it saves

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from astra_hetero import rundir
-from astra_hetero.backends.embedded.topology import Topology
+from astra_hetero.backends.embedded.rundir.topology import Topology
 from astra_hetero.comm.catalog import ALGORITHMS, PROTOCOLS, nccl_constants
 from astra_hetero.comm.measured import ScopedTable, read_tables
 from astra_hetero.errors import RunDirError

@@ -19,7 +19,13 @@ from functools import lru_cache
 import numpy as np
 from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
 
-from astra_hetero.backends.embedded.tracefile import KIND_COLL, KIND_COMP, KIND_SEND, DecodedTrace, RankTrace
+from astra_hetero.backends.embedded.trace.records import (
+    KIND_COLL,
+    KIND_COMP,
+    KIND_SEND,
+    DecodedTrace,
+    RankTrace,
+)
 
 _ATTR_TAG = b"\x52"  # Node.attr: field 10, length-delimited
 # AttributeProto value fields read as rank-specific: varints (int32/int64/uint32/uint64) and strings.

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from astra_hetero.backends.embedded.trace.records import RankTrace
 from astra_hetero.errors import RunDirError
-
-if TYPE_CHECKING:
-    from astra_hetero.backends.embedded.tracefile import RankTrace
 
 
 def packed_deps_of(path: Path, nodes: list[Any]) -> tuple[np.ndarray, np.ndarray]:

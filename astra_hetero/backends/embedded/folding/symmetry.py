@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
-from astra_hetero.backends.embedded.shapes import TraceShapes
+from astra_hetero.backends.embedded.folding.shapes import TraceShapes
 
 
 @dataclass(frozen=True)
