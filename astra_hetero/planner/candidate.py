@@ -13,25 +13,11 @@ from pydantic import ValidationError
 
 from astra_hetero.errors import SpecError
 from astra_hetero.planner.dimensions import describe_options
+from astra_hetero.planner.shape import Shape
 from astra_hetero.spec.load import spec_error_from_validation
 from astra_hetero.spec.schema import MappingSpec, ParallelismSpec, PartitionSpec, Spec
 
 Grid = tuple[tuple[str, ...], ...]
-
-
-@dataclass(frozen=True)
-class Shape:
-    tp: int
-    pp: int
-    dp: int
-
-    @property
-    def num_gpus(self) -> int:
-        return self.tp * self.pp * self.dp
-
-    @property
-    def num_cells(self) -> int:
-        return self.pp * self.dp
 
 
 @dataclass(frozen=True)
