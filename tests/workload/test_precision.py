@@ -171,3 +171,52 @@ def test_current_scaling_adds_an_amax_pass_and_a_tp_amax_reduction_per_norm_fed_
     # per norm-fed layer: +1 B norm write, +2 B amax read, +3 B cast; per plain input +2 B amax
     plain = X.tokens * (X.h // X.t + X.f // X.t)
     assert extra == pytest.approx(2 * norm_out * (1 + 2 + 3) + 2 * plain)
+
+
+def nemotron_340b(precision: dict) -> object:
+    """NVIDIA's Nemotron-4 340B on 128 H100s (dgxc-benchmarking nemotron/README_340b.md, NeMo 24.11:
+    TP 8, PP 8, VP 12, MBS 1, GBS 32, sequence parallel, selective recompute; its NeMo config,
+    nemotron4-340b-synth.yaml, trains with distributed_fused_adam, dtype bf16, grad_sync_dtype bf16)."""
+    data = {
+        "model": "nemotron-4-340b",
+        "cluster": {
+            "node_groups": [
+                {
+                    "count": 16,
+                    "gpus_per_node": 8,
+                    "gpu": "h100-sxm",
+                    "intra_node_fabric": "nvlink4",
+                    "nic": 400,
+                }
+            ]
+        },
+        "parallelism": {
+            "tp": 8,
+            "pp": 8,
+            "dp": 2,
+            "virtual_stages": 12,
+            "micro_batch_size": 1,
+            "global_batch_size": 32,
+            "sequence_parallel": True,
+            "recompute": "selective",
+            "distributed_optimizer": True,
+        },
+        "precision": precision,
+    }
+    return parse_spec(data)
+
+
+def test_the_published_nemotron_340b_run_fits_80_gb_with_nemos_bf16_optimizer_state():
+    from astra_hetero.workload.memory import estimate
+
+    gib = 2**30
+    nemo = estimate(nemotron_340b({"grads": "bf16", "optimizer_states": "bf16"}), 0, 12, 16, [1] * 12)
+    fp32_state = estimate(nemotron_340b({}), 0, 12, 16, [1] * 12)
+    params = nemo.weights / 2  # parameters on one GPU of the first stage
+    # BF16 weights 2 B, BF16 gradient buffer 2 B, BF16 parameter copy and two moments 6 B over dp = 2
+    assert (nemo.weights, nemo.gradients, nemo.optimizer) == pytest.approx(
+        (2 * params, 2 * params, 3 * params)
+    )
+    assert (fp32_state.gradients, fp32_state.optimizer) == pytest.approx((4 * params, 6 * params))
+    assert nemo.total < 80 * gib < fp32_state.total
+    assert nemo.activations == fp32_state.activations
