@@ -306,6 +306,8 @@ def _rank_entry(spec: Spec, device: Device, place: Placement | None, partition: 
     entry: dict[str, Any] = {
         "rank": device.rank,
         "node": device.node,
+        # GPUs on one scale-up fabric (a node, or an NVL72's 18 trays): one "node" to NCCL
+        "scale_up_domain": device.domain,
         "node_group": device.group_name,
         "gpu": device.gpu_type,
         "local_gpu": device.local_gpu,

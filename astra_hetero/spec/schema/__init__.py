@@ -13,7 +13,14 @@ from astra_hetero.spec.schema.execution import (
     NcclTestsTable,
     ScopeSpec,
 )
-from astra_hetero.spec.schema.hardware import ClusterSpec, FabricSpec, GpuSpec, NicSpec, NodeGroupSpec
+from astra_hetero.spec.schema.hardware import (
+    ClusterSpec,
+    FabricSpec,
+    GpuSpec,
+    NicSpec,
+    NodeGroupSpec,
+    ScaleUpDomainSpec,
+)
 from astra_hetero.spec.schema.model import ModelSpec
 from astra_hetero.spec.schema.network import DcqcnSpec, EcnThreshold, NetworkSpec, Ns3Spec
 from astra_hetero.spec.schema.parallelism import (
@@ -46,6 +53,7 @@ __all__ = [
     "ParallelismSpec",
     "PartitionSpec",
     "PrecisionSpec",
+    "ScaleUpDomainSpec",
     "ScopeSpec",
     "Spec",
     "Split",

@@ -179,6 +179,21 @@ class NicSpec(Strict):
         return data
 
 
+class ScaleUpDomainSpec(Strict):
+    """Nodes whose GPUs share one scale-up switch fabric (GB200 NVL72: 18 trays of 4 GPUs on one
+    NVLink switch fabric). The group's `intra_node_fabric` is that fabric: every GPU of a domain links
+    to the domain's switch at the fabric's per-GPU rate; NICs stay per node. An integer is `{gpus: n}`."""
+
+    gpus: Count = Field(description="GPUs per domain: a multiple of gpus_per_node")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, bool):
+            raise ValueError("expected {gpus: n} or a GPU count")
+        return {"gpus": data} if isinstance(data, int) else data
+
+
 class NodeGroupSpec(Strict):
     name: str | None = None
     count: Count = Field(description="number of nodes")
@@ -186,10 +201,38 @@ class NodeGroupSpec(Strict):
     gpu: GpuSpec
     intra_node_fabric: FabricSpec
     nic: NicSpec
+    scale_up_domain: ScaleUpDomainSpec | None = Field(
+        None, description="nodes joined by one scale-up fabric (None: each node is its own domain)"
+    )
+
+    @model_validator(mode="after")
+    def _whole_domains(self) -> NodeGroupSpec:
+        domain = self.scale_up_domain
+        if domain is not None:
+            if domain.gpus % self.gpus_per_node:
+                raise ValueError(
+                    f"scale_up_domain.gpus={domain.gpus} is not a multiple of gpus_per_node="
+                    f"{self.gpus_per_node} (a domain holds whole nodes)"
+                )
+            if self.num_gpus % domain.gpus:
+                raise ValueError(
+                    f"the group's {self.num_gpus} GPUs do not split into domains of {domain.gpus}; "
+                    f"give count a multiple of {domain.gpus // self.gpus_per_node}"
+                )
+        return self
 
     @property
     def num_gpus(self) -> int:
         return self.count * self.gpus_per_node
+
+    @property
+    def scale_up_gpus(self) -> int:
+        """GPUs on one scale-up fabric: a domain's, else a node's."""
+        return self.scale_up_domain.gpus if self.scale_up_domain is not None else self.gpus_per_node
+
+    @property
+    def nodes_per_domain(self) -> int:
+        return self.scale_up_gpus // self.gpus_per_node
 
     @property
     def nics_per_node(self) -> int:
@@ -243,6 +286,11 @@ class ClusterSpec(Strict):
     @property
     def num_nodes(self) -> int:
         return sum(g.count for g in self.node_groups)
+
+    @property
+    def num_scale_up_domains(self) -> int:
+        """Nodes, counting the nodes of one scale-up domain once."""
+        return sum(g.num_gpus // g.scale_up_gpus for g in self.node_groups)
 
 
 def _differences(a: GpuSpec, b: GpuSpec) -> str:

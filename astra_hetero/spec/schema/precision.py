@@ -26,8 +26,8 @@ class PrecisionSpec(Strict):
     )
     grads: Literal["fp32", "bf16"] | None = Field(
         None,
-        description="main-gradient buffer and its data-parallel reduction (None: fp32 when "
-        "parallelism.grad_reduce_in_fp32, else bf16)",
+        description="main-gradient buffer and its data-parallel reduction (None: fp32, or the 16-bit "
+        "weights' width when parallelism.grad_reduce_in_fp32 is false)",
     )
     optimizer_states: Literal["fp32", "bf16"] = Field(
         "fp32",
@@ -58,6 +58,11 @@ class PrecisionSpec(Strict):
         return "fp16" if self.compute == "fp16" else "bf16"
 
 
-def resolved_grads(precision: PrecisionSpec, grad_reduce_in_fp32: bool) -> str:
-    """The gradient buffer's format: `precision.grads`, else what grad_reduce_in_fp32 says."""
-    return precision.grads or ("fp32" if grad_reduce_in_fp32 else "bf16")
+def resolved_grads(precision: PrecisionSpec, grad_reduce_in_fp32: bool | None) -> str:
+    """The gradient buffer's format: `precision.grads`; else FP32, or with grad_reduce_in_fp32 false the
+    weights' own width (Megatron allocates the buffer in the parameters' dtype then)."""
+    if precision.grads is not None:
+        return precision.grads
+    if grad_reduce_in_fp32 is False and precision.resolved_params != "fp32":
+        return "bf16"
+    return "fp32"
