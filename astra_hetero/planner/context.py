@@ -12,6 +12,7 @@ from typing import Any
 from astra_hetero.planner.candidate import parallelism_for
 from astra_hetero.planner.comm import CommModel, Op, trace_size
 from astra_hetero.planner.costs import ClassTimes, class_times
+from astra_hetero.planner.dimensions import with_options
 from astra_hetero.planner.problem import Problem
 from astra_hetero.planner.shape import Shape
 from astra_hetero.spec.devices import Device
@@ -87,8 +88,8 @@ class OptionContext:
 
     @cached_property
     def spec(self) -> Spec:
-        """The base spec with this parallelism (mapping and partition as written: unused here)."""
-        return self.problem.base.model_copy(update={"parallelism": self.parallelism})
+        """The base spec with this parallelism and options (mapping and partition as written: unused)."""
+        return with_options(self.problem.base, self.parallelism, self.options)
 
     @property
     def comm(self) -> CommModel:
