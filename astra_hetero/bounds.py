@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from astra_hetero.errors import FieldError
 
@@ -103,7 +103,7 @@ def estimate_work(spec: Spec) -> WorkEstimate:
     )
 
 
-def _network_size(spec: Spec) -> tuple[int, int, str]:
+def _network_size(spec: Any) -> tuple[int, int, str]:
     """(nodes, links, the field driving the count) of the cluster graph topology/cluster.py builds."""
     net = spec.network
     nodes = links = 0
@@ -183,13 +183,8 @@ def check_work(
             f"about {_count(per_rank * spec.iterations)} nodes per rank, more than --max-rank-nodes "
             f"{limits.max_rank_nodes:,}; run fewer iterations or raise the limit",
         )
-    if (workload or topology) and work.network_links > limits.max_links:
-        raise WorkTooLarge(
-            work.links_field,
-            f"the network would have about {_count(work.network_links)} links and "
-            f"{_count(work.network_nodes)} nodes, more than --max-links {limits.max_links:,}; "
-            "make the cluster smaller or raise the limit",
-        )
+    if workload or topology:
+        check_network(spec, limits)
     if workload and work.flows > limits.max_flows:
         field = "parallelism.dp" if par.dp >= par.tp else "parallelism.tp"
         raise WorkTooLarge(
@@ -212,6 +207,18 @@ def check_work(
             f"number fewer than {MAX_MICRO_BATCHES:,} micro-batches per replica",
         )
     return work
+
+
+def check_network(spec: Any, limits: WorkLimits) -> None:
+    """WorkTooLarge if the cluster's network has more links than --max-links allows (`spec`: any spec
+    with `cluster` and `network` sections, a shared cluster's included)."""
+    nodes, links, field = _network_size(spec)
+    if links > limits.max_links:
+        raise WorkTooLarge(
+            field,
+            f"the network would have about {_count(links)} links and {_count(nodes)} nodes, more than "
+            f"--max-links {limits.max_links:,}; make the cluster smaller or raise the limit",
+        )
 
 
 def _virtual_stages(spec: Spec) -> int:

@@ -26,7 +26,10 @@ from astra_hetero.results.model import RunOutput, RunResult, SharedSpans, Span
 
 if TYPE_CHECKING:  # imported where used: `run RUN_DIR` needs neither the spec schema nor the generator
     from astra_hetero.spec.schema import Spec
+    from astra_hetero.spec.schema.jobs import SharedClusterSpec
     from astra_hetero.workload.generate import Progress
+
+    RunSpec = Spec | SharedClusterSpec  # one job, or several sharing the cluster (`jobs:`)
 
 PROGRESS_THRESHOLD_RANKS = 64
 
@@ -41,7 +44,7 @@ def _progress_bar(total: int, label: str, enabled: bool) -> Iterator[Progress | 
         yield lambda n: bar.advance(task, n)
 
 
-def topology_inputs(spec: Spec) -> str:
+def topology_inputs(spec: RunSpec) -> str:
     """Fingerprint of what the workload and topology parts of a run directory must agree on."""
     data = {"cluster": spec.cluster.model_dump(mode="json"), "network": spec.network.model_dump(mode="json")}
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
@@ -57,7 +60,7 @@ def run_dir_staging(out: Path, force: bool = False, foreign_ok: bool = False) ->
 
 
 def build_run_dir(
-    spec: Spec,
+    spec: RunSpec,
     out: Path,
     *,
     workload: bool = True,
@@ -69,14 +72,28 @@ def build_run_dir(
 ) -> rundir.RunDir:
     """Write the requested parts into `out`, published in one step with the old parts that still match
     them (a workload and a topology built from the same cluster and network); old results are dropped."""
-    check_work(spec, limits or WorkLimits(), workload=workload, topology=topology)
+    _check_work(spec, limits or WorkLimits(), workload=workload, topology=topology)
     with run_dir_staging(out, force) as run:
         build_into(run, spec, workload=workload, topology=topology, progress=progress, draw=draw)
     return rundir.RunDir(Path(out))
 
 
+def _check_work(spec: RunSpec, limits: WorkLimits, *, workload: bool = True, topology: bool = True) -> None:
+    if _is_shared(spec):
+        from astra_hetero.jobs.build import check_shared_work
+
+        check_shared_work(spec, limits, workload=workload, topology=topology)  # type: ignore[arg-type]
+    else:
+        check_work(spec, limits, workload=workload, topology=topology)  # type: ignore[arg-type]
+
+
+def _is_shared(spec: RunSpec) -> bool:
+    """A spec of several jobs sharing the cluster (`jobs:`)."""
+    return hasattr(spec, "jobs")
+
+
 def build_into(
-    run: OutputStaging, spec: Spec, *, workload: bool, topology: bool, progress: bool, draw: bool = False
+    run: OutputStaging, spec: RunSpec, *, workload: bool, topology: bool, progress: bool, draw: bool = False
 ) -> None:
     inputs = topology_inputs(spec)
     if workload:
@@ -89,7 +106,13 @@ def build_into(
         run.keep("topology", inputs, skip=_ns3_run_output)
 
 
-def _write_workload(spec: Spec, path: Path, progress: bool) -> None:
+def _write_workload(spec: RunSpec, path: Path, progress: bool) -> None:
+    if _is_shared(spec):
+        from astra_hetero.jobs.build import write_shared_workload
+
+        with _progress_bar(spec.cluster.num_gpus, "writing traces", progress) as advance:
+            write_shared_workload(spec, path, advance)  # type: ignore[arg-type]
+        return
     from astra_hetero.workload.generate import write_workload
 
     with _progress_bar(spec.cluster.num_gpus, "writing traces", progress) as advance:
@@ -101,7 +124,7 @@ def _write_workload(spec: Spec, path: Path, progress: bool) -> None:
         rundir.write_json_atomic(path / rundir.DYNAMICS, dynamics_document(spec, checked_graph(spec)))
 
 
-def _write_topology(spec: Spec, path: Path, draw: bool) -> None:
+def _write_topology(spec: RunSpec, path: Path, draw: bool) -> None:
     from astra_hetero.topology import checked_graph, write_topology
 
     graph = checked_graph(spec)
@@ -122,7 +145,7 @@ TIMELINE_MODES = ("auto", "all", "none")
 
 
 def run_spec(
-    spec: Spec,
+    spec: RunSpec,
     out: Path,
     backend: str = "embedded",
     timeline: str = "auto",
@@ -135,7 +158,7 @@ def run_spec(
     """Build `spec` into the run directory `out` and simulate it; inputs and result are published
     together, so `out` never holds inputs without their result (or a result beside other inputs)."""
     _check_timeline(timeline)
-    check_work(spec, limits or WorkLimits())
+    _check_work(spec, limits or WorkLimits())
     with run_dir_staging(out, force) as run:
         build_into(run, spec, workload=True, topology=True, progress=progress)
         return _simulate(run, backend, timeline, backend_options)

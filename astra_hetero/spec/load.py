@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from astra_hetero.comm.measured import resolve_spec_tables
 from astra_hetero.errors import SpecError
@@ -81,21 +81,38 @@ def validate_sections(data: Any, source: Path | None = None) -> Spec:
     """
     if not isinstance(data, dict):
         raise SpecError("", f"the spec must be a mapping of sections, got {_kind(data)}")
+    if "jobs" in data:
+        raise SpecError(
+            "jobs",
+            "a spec of several jobs sharing a cluster is read by `run`, `build`, `generate`, `topology` "
+            "and `plan` (search.job); this command takes a spec of one job",
+        )
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
         raise spec_error_from_validation(exc) from None
     except RecursionError:  # data built in code can nest without bound
         raise SpecError("", "the spec is nested too deeply") from None
+    return resolve_files(spec, source)
+
+
+SpecT = TypeVar("SpecT", bound=BaseModel)
+
+
+def resolve_files(spec: SpecT, source: Path | None) -> SpecT:
+    """The spec with its `calibration` path and nccl-tests tables resolved against the spec file's
+    directory (`source`), else the working directory (any spec kind with `collectives`, `cluster` and
+    `calibration` sections)."""
     base = source.parent if source is not None else Path.cwd()
-    if spec.collectives.nccl_tests:
-        tables = resolve_spec_tables(spec.collectives.nccl_tests, base, spec.cluster.group_names)
-        collectives = spec.collectives.model_copy(
+    collectives = spec.collectives  # type: ignore[attr-defined]
+    if collectives.nccl_tests:
+        tables = resolve_spec_tables(collectives.nccl_tests, base, spec.cluster.group_names)  # type: ignore[attr-defined]
+        collectives = collectives.model_copy(
             update={"nccl_tests": {k: [NcclTestsTable(**t) for t in v] for k, v in tables.items()}}
         )
         spec = spec.model_copy(update={"collectives": collectives})
-    if spec.calibration is not None:
-        calibration = Path(os.path.abspath(base / spec.calibration))
+    if spec.calibration is not None:  # type: ignore[attr-defined]
+        calibration = Path(os.path.abspath(base / spec.calibration))  # type: ignore[attr-defined]
         if not calibration.is_file():
             raise SpecError("calibration", f"file not found: {calibration}")
         spec = spec.model_copy(update={"calibration": str(calibration)})

@@ -202,12 +202,26 @@ def class_graph(plan: WorkloadPlan, ctx: RankContext) -> RankGraph:
 
 
 def encoded_traces(plan: WorkloadPlan, progress: Progress | None = None) -> Iterator[tuple[int, bytes]]:
-    """(rank, trace bytes) for every rank, after checking the whole workload's invariants.
+    """(rank, trace bytes) for every rank, after checking the whole workload's invariants; idle GPUs
+    get `idle_trace()`."""
+    yield from active_traces(plan, progress)
+    idle = idle_trace()
+    for rank in plan.layout.idle_ranks:
+        yield rank, idle
+        if progress:
+            progress(1)
 
-    An idle GPU gets a trace of one compute node of zero duration: ASTRA-sim needs a file per NPU of
-    the topology, and its trace feeder aborts on a graph without nodes ("No dependancy free nodes
-    found"). Such a rank finishes at time 0 in ASTRA-sim and in the embedded engine.
-    """
+
+def idle_trace() -> bytes:
+    """An idle GPU's trace: one compute node of zero duration. ASTRA-sim needs a file per NPU of the
+    topology, and its trace feeder aborts on a graph without nodes ("No dependancy free nodes found").
+    Such a rank finishes at time 0 in ASTRA-sim and in the embedded engine."""
+    return metadata_record() + encode_compute(TraceNode(0, "idle", COMP, [], []), 0)
+
+
+def active_traces(plan: WorkloadPlan, progress: Progress | None = None) -> Iterator[tuple[int, bytes]]:
+    """(rank, trace bytes) for every rank that serves a cell (`plan.bindings`), after checking the
+    workload's invariants."""
     classes: dict[RankContext, tuple[ClassEncoder, ClassSummary]] = {}
     for binding, ctx in zip(plan.bindings, plan.contexts, strict=True):
         if ctx not in classes:
@@ -221,11 +235,6 @@ def encoded_traces(plan: WorkloadPlan, progress: Progress | None = None) -> Iter
     )
     for binding, ctx in zip(plan.bindings, plan.contexts, strict=True):
         yield binding.rank, classes[ctx][0].encode(binding)
-        if progress:
-            progress(1)
-    idle = metadata_record() + encode_compute(TraceNode(0, "idle", COMP, [], []), 0)
-    for rank in plan.layout.idle_ranks:
-        yield rank, idle
         if progress:
             progress(1)
 
@@ -256,28 +265,33 @@ def check_magnitudes(graph: RankGraph, group_index: int, rank: int) -> None:
         )
 
 
+MANIFEST_FORMAT = "astra-hetero/manifest@1"
+
+
 def manifest(plan: WorkloadPlan) -> dict[str, Any]:
     spec, layout, partition = plan.spec, plan.layout, plan.partition
     ranks = [
-        _rank_entry(spec, device, place, partition)
+        rank_entry(spec, device, place, partition)
         for device, place in zip(layout.devices, layout.placements, strict=True)
     ]
-    groups = {
-        g.id: {
-            "kind": g.kind,
-            "ranks": list(g.ranks),
-            **{
-                k: v
-                for k, v in (("stage", g.stage), ("replica", g.replica), ("tp_index", g.tp_index))
-                if v is not None
-            },
-        }
-        for g in plan.groups
-    }
+    groups = {g.id: group_entry(g) for g in plan.groups}
     return {
-        "format": "astra-hetero/manifest@1",
+        **cluster_fields(spec, layout.num_ranks),
+        **plan_fields(plan),
+        "idle_ranks": list(layout.idle_ranks),
+        "workload_prefix": rundir.WORKLOAD_PREFIX,
+        "comm_groups": groups,
+        "ranks": ranks,
+    }
+
+
+def cluster_fields(spec: Any, num_ranks: int) -> dict[str, Any]:
+    """The manifest's head: the run's name and size and how communication and compute are priced
+    (`spec`: a `Spec`, or a shared cluster's spec, whose sections of these names are the cluster's)."""
+    return {
+        "format": MANIFEST_FORMAT,
         "name": spec.name,
-        "num_ranks": layout.num_ranks,
+        "num_ranks": num_ranks,
         "num_nodes": spec.cluster.num_nodes,
         "collective_model": spec.collectives.model,
         "collective_algorithm": spec.collectives.resolved_algorithm,
@@ -287,21 +301,29 @@ def manifest(plan: WorkloadPlan) -> dict[str, Any]:
         "comm_overlap_slowdown": spec.compute.comm_overlap_slowdown,
         "link_model": spec.network.link_model,
         "step_down_efficiency": spec.network.step_down_efficiency,
+    }
+
+
+def group_entry(group: CommGroup) -> dict[str, Any]:
+    where = (("stage", group.stage), ("replica", group.replica), ("tp_index", group.tp_index))
+    return {"kind": group.kind, "ranks": list(group.ranks), **{k: v for k, v in where if v is not None}}
+
+
+def plan_fields(plan: WorkloadPlan) -> dict[str, Any]:
+    """What the manifest records of one job's plan: model, parallelism, partition, scope."""
+    spec, partition = plan.spec, plan.partition
+    return {
         "model": spec.model.model_dump(mode="json"),
         "parallelism": spec.parallelism.model_dump(mode="json"),
         "layers_per_stage": list(partition.layers_per_stage),
         "virtual_stages": partition.num_chunks,
         "layers_per_virtual_stage": list(partition.layers_per_virtual_stage),
         "micro_batches_per_replica": list(partition.micro_batches_per_replica),
-        "idle_ranks": list(layout.idle_ranks),
         "scope": spec.scope.model_dump(mode="json") if spec.scope else None,
-        "workload_prefix": rundir.WORKLOAD_PREFIX,
-        "comm_groups": groups,
-        "ranks": ranks,
     }
 
 
-def _rank_entry(spec: Spec, device: Device, place: Placement | None, partition: Partition) -> dict[str, Any]:
+def rank_entry(spec: Spec, device: Device, place: Placement | None, partition: Partition) -> dict[str, Any]:
     """A rank's manifest entry; an idle GPU has `idle: true` and null stage, replica and TP index."""
     entry: dict[str, Any] = {
         "rank": device.rank,
