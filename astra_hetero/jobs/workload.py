@@ -20,6 +20,7 @@ from astra_hetero import rundir
 from astra_hetero.chakra_io import write_trace
 from astra_hetero.comm.measured import copy_tables
 from astra_hetero.jobs.specs import PlacedJob, job_errors
+from astra_hetero.manifest_jobs import rank_ranges
 from astra_hetero.spec.devices import Device, enumerate_devices
 from astra_hetero.spec.schema.jobs import SharedClusterSpec
 from astra_hetero.workload.encode import RankBinding
@@ -156,14 +157,3 @@ def jobs_manifest(
         "comm_groups": groups,
         "ranks": ranks,
     }
-
-
-def rank_ranges(ranks: Sequence[int]) -> list[list[int]]:
-    """Ascending ranks as [first, end) ranges: [0, 1, 2, 5] -> [[0, 3], [5, 6]]."""
-    out: list[list[int]] = []
-    for rank in sorted(ranks):
-        if out and out[-1][1] == rank:
-            out[-1][1] = rank + 1
-        else:
-            out.append([rank, rank + 1])
-    return out

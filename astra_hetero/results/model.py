@@ -71,6 +71,13 @@ class RunResult:
     iterations: tuple[dict[str, Any], ...] = ()
     # per dynamics event {index, event, start_us, end_us, ranks, links}: what each one touched
     events: tuple[dict[str, Any], ...] = ()
+    # several jobs sharing the cluster: per job {name, ranks ([first, end) ranges), start_us,
+    # iterations, iteration_time_us, solo_iteration_time_us, slowdown}; `iteration_time_us` above is
+    # then the whole run's span
+    jobs: tuple[dict[str, Any], ...] = ()
+    # links two or more jobs loaded, busiest first: {lines, num_lines, from_node, to_node, kind, gbps,
+    # busy, bytes (per job)}
+    shared_links: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("ranks", "collectives")}
@@ -82,6 +89,8 @@ class RunResult:
         data["warnings"] = list(self.warnings)
         data["iterations"] = [dict(i) for i in self.iterations]
         data["events"] = [dict(e) for e in self.events]
+        data["jobs"] = copy.deepcopy([dict(j) for j in self.jobs])
+        data["shared_links"] = copy.deepcopy([dict(link) for link in self.shared_links])
         return data
 
     @classmethod
@@ -93,12 +102,16 @@ class RunResult:
         warnings = tuple(data.pop("warnings", []))
         iterations = tuple(data.pop("iterations", []))
         events = tuple(data.pop("events", []))
+        jobs = tuple(data.pop("jobs", []))
+        shared_links = tuple(data.pop("shared_links", []))
         return cls(
             ranks=ranks,
             collectives=collectives,
             warnings=warnings,
             iterations=iterations,
             events=events,
+            jobs=jobs,
+            shared_links=shared_links,
             **data,
         )
 

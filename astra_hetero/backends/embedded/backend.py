@@ -38,12 +38,14 @@ class EmbeddedBackend:
         workers: int | None = None,
         fold: bool = True,
         iterations: int | None = None,
+        solo: bool = True,
         **_ignored: Any,
     ) -> None:
         self.timeline = timeline
         self.workers = workers
         self.fold = fold
-        self.iterations = iterations  # overrides dynamics.json's count (`run --iterations`)
+        self.iterations = iterations  # overrides dynamics.json's count (`run --iterations`), every job's
+        self.solo = solo  # several jobs: also simulate each alone, for the slowdown its neighbours cause
 
     def run(self, run_dir: Path) -> RunOutput:
         started = time.perf_counter()
@@ -55,7 +57,9 @@ class EmbeddedBackend:
             sim = read_run_dir(Path(run_dir))
             dynamics = read_dynamics(Path(run_dir), sim.num_ranks, sim.topology.num_links // 2)
             iterations = self.iterations or dynamics.iterations
-            static = not dynamics.events and iterations == 1 and not sim.comm_overlap_slowdown
+            static = (
+                not dynamics.events and iterations == 1 and not sim.comm_overlap_slowdown and not sim.jobs
+            )
             if static:  # the static engine, with its inlined hot paths
                 folding = fold(sim, self.workers) if self.fold else None
                 workload, comm, simulated = setup(sim, folding, self.workers)
@@ -70,6 +74,8 @@ class EmbeddedBackend:
                     fold_ranks=self.fold,
                     workers=self.workers,
                     timeline=self.timeline,
+                    job_iterations=self.iterations,
+                    solo=self.solo,
                 )
         finally:
             if gc_was_enabled:

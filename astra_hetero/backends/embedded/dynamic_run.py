@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Hashable
 from typing import Any
 
 from astra_hetero.backends.embedded.engine.dynamic import DynamicEngine, engine_class
@@ -21,10 +22,13 @@ from astra_hetero.backends.embedded.engine.timed import (
     link_keys,
 )
 from astra_hetero.backends.embedded.folding.fold import Folding, fold
+from astra_hetero.backends.embedded.jobs import schedule
+from astra_hetero.backends.embedded.jobs_output import jobs_output
 from astra_hetero.backends.embedded.network.routing import Router
 from astra_hetero.backends.embedded.output import SPAN_KINDS, run_output
 from astra_hetero.backends.embedded.rundir.dynamics import Dynamics
 from astra_hetero.backends.embedded.rundir.reader import SimInput
+from astra_hetero.manifest_jobs import job_of_ranks
 from astra_hetero.results.model import RunOutput, SharedSpans
 
 
@@ -37,43 +41,72 @@ def run_dynamic(
     fold_ranks: bool = True,
     workers: int | None = None,
     timeline: bool = True,
+    job_iterations: int | None = None,
+    solo: bool = True,
 ) -> RunOutput:
     """The backend's options: `fold_ranks` (its `fold`), `workers`, `timeline`; `started`: when the
-    run began (`time.perf_counter`), for the result's wall time."""
+    run began (`time.perf_counter`), for the result's wall time. With several jobs (`sim.jobs`), each
+    runs its own iterations from its own start (`job_iterations` overrides every job's count) and,
+    with `solo`, once more alone for the slowdown its neighbours cause."""
     unfold = bool(dynamics.of_kind("jitter"))
+    job_of = job_of_ranks(sim.jobs, sim.num_ranks) if sim.jobs else None
     folding = None
     if fold_ranks and not unfold:
-        folding = fold_for_events(sim, dynamics, workers)
+        folding = fold_for_events(sim, dynamics, workers, job_of)
     workload, comm, simulated = setup(sim, folding, workers)
-    router = simulated.planner.router
-    engine = engine_class(dynamics, sim.comm_overlap_slowdown)(
-        workload,
-        comm,
-        dynamics,
-        iterations,
-        router,
-        sim.max_comm_in_flight,
-        keep_history=timeline,
-        link_class=folding.comm.network.link_class if folding is not None else None,
-        comm_slowdown=sim.comm_overlap_slowdown,
-    )
-    outcome = engine.run()
-    ends = _iteration_ends(engine.iteration_ends, iterations)
-    spans = _spans(engine, outcome.start_ns, outcome.end_ns, simulated.row_of) if timeline else None
-    output = run_output(sim, simulated, outcome, time.perf_counter() - started, timeline, ends, spans)
-    meta = {**output.result.meta, "iterations": iterations}
+    link_class = folding.comm.network.link_class if folding is not None else None
+
+    def engine(
+        counts: int | list[int], starts: list[int] | None = None, history: bool = False
+    ) -> DynamicEngine:
+        return engine_class(dynamics, sim.comm_overlap_slowdown)(
+            workload,
+            comm,
+            dynamics,
+            counts,
+            simulated.planner.router,
+            sim.max_comm_in_flight,
+            keep_history=history,
+            link_class=link_class,
+            comm_slowdown=sim.comm_overlap_slowdown,
+            starts_ns=starts,
+        )
+
+    if sim.jobs:
+        plan = schedule(sim.jobs, job_of or [], workload.ranks, job_iterations)
+        together = engine(plan.counts, plan.starts_ns, timeline)
+    else:
+        together = engine(iterations, history=timeline)
+    outcome = together.run()
+    spans = _spans(together, outcome.start_ns, outcome.end_ns, simulated.row_of) if timeline else None
+    if sim.jobs:
+        solo_engine = engine if solo else None
+        output = jobs_output(
+            sim, simulated, outcome, together, plan, started, timeline, spans, solo_engine, link_class
+        )
+    else:
+        ends = _iteration_ends(together.iteration_ends, iterations)
+        output = run_output(sim, simulated, outcome, time.perf_counter() - started, timeline, ends, spans)
+    meta = {**output.result.meta, "iterations": job_iterations if sim.jobs else iterations}
     if sim.comm_overlap_slowdown:
         meta["comm_overlap_slowdown"] = sim.comm_overlap_slowdown
     if unfold and fold_ranks:
         meta["folding_off"] = "jitter (a draw per rank and kernel): simulated rank by rank"
-    result = dataclasses.replace(output.result, events=_event_records(engine, dynamics), meta=meta)
+    result = dataclasses.replace(output.result, events=_event_records(together, dynamics), meta=meta)
     return RunOutput(result, output.spans)
 
 
-def fold_for_events(sim: SimInput, dynamics: Dynamics, workers: int | None = None) -> Folding | None:
+def fold_for_events(
+    sim: SimInput, dynamics: Dynamics, workers: int | None = None, job_of: list[int] | None = None
+) -> Folding | None:
     """Folding that keeps apart what the events treat apart: the ranks a device slowdown touches, and
-    the links an event changes or a background flow loads (with the flows and ranks that use them)."""
-    rank_keys = [tuple(e.index for e in dynamics.events if r in e.ranks) for r in range(sim.num_ranks)]
+    the links an event changes or a background flow loads (with the flows and ranks that use them);
+    with several jobs (`job_of`: each rank's), every class stays inside one job."""
+    rank_keys: list[Hashable] = [
+        tuple(e.index for e in dynamics.events if r in e.ranks) for r in range(sim.num_ranks)
+    ]
+    if job_of is not None:
+        rank_keys = [(key, job) for key, job in zip(rank_keys, job_of, strict=True)]
     router = Router(sim.topology)
     members = bundle_members(router)
     keys = link_keys(link_changes(dynamics, router, members), background_flows(dynamics, router, members))

@@ -3,6 +3,7 @@ collective or transfer, the meta block, and (with a timeline) one span per simul
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from astra_hetero.backends.embedded.engine.records import Comm, EngineOutcome
@@ -31,14 +32,18 @@ def run_output(
     timeline: bool,
     iteration_ends: list[int] | None = None,
     spans: SharedSpans | None = None,
+    rank_iterations: list[RankIterations] | None = None,
 ) -> RunOutput:
     """`iteration_ends`: when each of several iterations ended (the last one, the run's end);
-    rank figures are then means per iteration. `timeline`: return spans (given, or one per node)."""
+    rank figures are then means per iteration. `rank_iterations` (per rank, several jobs): the
+    iterations each rank's figures are means over. `timeline`: return spans (given, or one per node)."""
     run_ns = max(outcome.finish_ns, default=0)
     ends = iteration_ends or [run_ns]
     iteration_ns = run_ns / len(ends)
+    if rank_iterations is None:
+        rank_iterations = [RankIterations(iteration_ns, len(ends))] * sim.num_ranks
     ranks = tuple(
-        _rank_result(sim, rank, simulated.row_of[rank], outcome, iteration_ns, len(ends))
+        _rank_result(sim, rank, simulated.row_of[rank], outcome, rank_iterations[rank])
         for rank in range(sim.num_ranks)
     )
     w = outcome.workload
@@ -95,20 +100,29 @@ def _folding_meta(folding: Folding, num_nodes: int) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class RankIterations:
+    """The iterations a rank's figures are means over: their mean time, how many, from when."""
+
+    iteration_ns: float
+    count: int = 1
+    start_ns: int = 0
+
+
 def _rank_result(
-    sim: SimInput, rank: int, row: int, outcome: EngineOutcome, iteration_ns: float, iterations: int = 1
+    sim: SimInput, rank: int, row: int, outcome: EngineOutcome, its: RankIterations
 ) -> RankResult:
     label = sim.labels[rank] if rank < len(sim.labels) else {}
-    compute, exposed = outcome.compute_ns[row] / iterations, outcome.exposed_ns[row] / iterations
+    compute, exposed = outcome.compute_ns[row] / its.count, outcome.exposed_ns[row] / its.count
     return RankResult(
         rank=rank,
         gpu=str(label.get("gpu", "npu")),
         stage=optional_int(label.get("stage", 0)),
         replica=optional_int(label.get("replica", 0)),
-        finish_us=outcome.finish_ns[row] / iterations / 1000,
+        finish_us=max(0, outcome.finish_ns[row] - its.start_ns) / its.count / 1000,
         compute_us=compute / 1000,
         exposed_comm_us=exposed / 1000,
-        idle_us=(iteration_ns - compute - exposed) / 1000,
+        idle_us=(its.iteration_ns - compute - exposed) / 1000,
         node=int(label.get("node", sim.machines[rank])),
         tp_index=label.get("tp_index"),
     )

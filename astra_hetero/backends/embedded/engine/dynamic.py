@@ -15,6 +15,8 @@ times, replaces the compute paths with plain calls through `_compute_end`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -50,28 +52,33 @@ class DynamicEngine(Engine):
         workload: FlatWorkload,
         comm: PlainComm | FoldedComm,
         dynamics: Dynamics,
-        iterations: int,
+        iterations: int | Sequence[int],
         router: Router,
         max_comm_in_flight: int = 0,
         keep_history: bool = True,
         link_class: dict[int, int] | None = None,
         comm_slowdown: float = 0.0,
+        starts_ns: Sequence[int] | None = None,
     ) -> None:
         """`link_class`: bundle -> the engine's link standing for it when the ranks are folded (None:
-        rank by rank, the engine's links are the router's bundles)."""
+        rank by rank, the engine's links are the router's bundles). `iterations`: one count for every
+        rank (row), or one per row, 0 for a row that does not run (a job left out); `starts_ns`: when
+        each row starts its first iteration (default 0: every row at once)."""
         super().__init__(workload, comm, max_comm_in_flight)
         w = workload
-        self.num_iterations = iterations
+        rows = len(w.ranks)
+        self.num_iterations = [iterations] * rows if isinstance(iterations, int) else list(iterations)
+        self.starts_ns = list(starts_ns) if starts_ns is not None else [0] * rows
         self.comm_slowdown = comm_slowdown
         ends = [*w.offsets[1:], len(w.kinds)]
         self.lengths = [end - first for first, end in zip(w.offsets, ends, strict=True)]
         is_sink = np.diff(np.asarray(w.successor_bounds, dtype=np.int64)) == 0
-        self.sinks = np.bincount(np.asarray(w.rank_of)[is_sink], minlength=len(w.ranks)).tolist()
+        self.sinks = np.bincount(np.asarray(w.rank_of)[is_sink], minlength=rows).tolist()
         self.left = list(self.sinks)  # sinks of the current iteration still to complete, per rank
         self.count_sinks = True
-        self.iteration = [0] * len(w.ranks)
+        self.iteration = [0] * rows
         self.iteration_ends: list[list[int]] = [[] for _ in w.ranks]
-        self.ranks_left = sum(1 for n in self.lengths if n)
+        self.ranks_left = sum(1 for n, k in zip(self.lengths, self.num_iterations, strict=True) if n and k)
         self.roots_of: list[list[int]] = [[] for _ in w.ranks]
         for g in w.roots:
             self.roots_of[w.rank_of[g]].append(g)
@@ -111,11 +118,19 @@ class DynamicEngine(Engine):
         self._background_flow: dict[int, Flow] = {}
 
     def run(self) -> EngineOutcome:
-        for row in range(len(self.w.ranks)):
-            self._new_iteration(row)
-        for g in self.w.roots:
-            self._ready(g, 0)
         queue = self.queue
+        later: dict[int, list[int]] = {}  # start time -> rows that start then
+        for row in range(len(self.w.ranks)):
+            if self.num_iterations[row]:
+                self._new_iteration(row)
+                if self.starts_ns[row]:
+                    later.setdefault(self.starts_ns[row], []).append(row)
+        for g in self.w.roots:
+            row = self.rank_of[g]
+            if self.num_iterations[row] and not self.starts_ns[row]:
+                self._ready(g, 0)
+        for time_ns, rows in sorted(later.items()):
+            queue.push(time_ns, events.TIMED, RowsStart(rows))
         for change in self.changes:
             queue.push(change.time_ns, events.TIMED, change)
         for k, b in enumerate(self.backgrounds):
@@ -143,6 +158,11 @@ class DynamicEngine(Engine):
 
     # --- timed events --------------------------------------------------------------------------------
     def _timed(self, payload: object, now: int) -> None:
+        if isinstance(payload, RowsStart):
+            for row in payload.rows:
+                for root in self.roots_of[row]:
+                    self._ready(root, now)
+            return
         if isinstance(payload, LinkChange):
             self._push_flows(self.net.set_capacities(payload.capacities, now), now)
             return
@@ -185,6 +205,17 @@ class DynamicEngine(Engine):
             "end_ms",
         )
 
+    def _unfinished(self) -> bool:
+        """Rows that do not run (0 iterations) keep their nodes unstarted; the others must finish."""
+        if all(self.num_iterations):
+            return super()._unfinished()
+        end_ns, offsets, lengths = self.end_ns, self.w.offsets, self.lengths
+        return any(
+            -1 in end_ns[offsets[row] : offsets[row] + lengths[row]]
+            for row, count in enumerate(self.num_iterations)
+            if count
+        )
+
     # --- iterations ----------------------------------------------------------------------------------
     def _new_iteration(self, row: int) -> None:
         """Called before a rank (row) starts an iteration, and with -1 when the run is over."""
@@ -199,7 +230,7 @@ class DynamicEngine(Engine):
 
     def _iteration_done(self, rank: int, now: int) -> None:
         self.iteration_ends[rank].append(now)
-        if self.iteration[rank] + 1 == self.num_iterations:
+        if self.iteration[rank] + 1 == self.num_iterations[rank]:
             self.ranks_left -= 1
             return
         self.iteration[rank] += 1
@@ -214,6 +245,13 @@ class DynamicEngine(Engine):
         self._new_iteration(rank)
         for root in self.roots_of[rank]:
             self._ready(root, now)
+
+
+@dataclass(frozen=True)
+class RowsStart:
+    """A timed event: these rows (a job that starts later than 0) start their first iteration."""
+
+    rows: list[int]
 
 
 class TimedComputeEngine(DynamicEngine):

@@ -100,7 +100,7 @@ class Engine:
         return self._outcome()
 
     def _outcome(self) -> EngineOutcome:
-        if -1 in self.end_ns:
+        if self._unfinished():
             raise SimulationDeadlock(deadlock_report(self.w, self.end_ns, self.pending))
         queue = self.queue
         return EngineOutcome(
@@ -114,6 +114,10 @@ class Engine:
             queue.num_scheduled,
             self.net.num_recomputes,
         )
+
+    def _unfinished(self) -> bool:
+        """Whether a node that should have run never completed."""
+        return -1 in self.end_ns
 
     def _finish_times(self) -> list[int]:
         """Each rank's last completion (0 for a rank without nodes), found once rather than per node."""

@@ -54,7 +54,7 @@ def read_comm_inputs(
         raise RunDirError(f"{where}: collective_algorithm {algorithm!r} is not auto, {', '.join(ALGORITHMS)}")
     if protocol not in ("auto", *PROTOCOLS):
         raise RunDirError(f"{where}: collective_protocol {protocol!r} is not auto, {', '.join(PROTOCOLS)}")
-    kinds = _link_kinds(root / rundir.NS3_LINK_KINDS, topology)
+    kinds = link_kinds(root / rundir.NS3_LINK_KINDS, topology)
     by_rank = {int(entry.get("rank", i)): entry for i, entry in enumerate(labels)}
     ranks = [by_rank.get(rank, {}) for rank in range(num_ranks)]
     architectures = [str(entry.get("architecture", "")) for entry in ranks]
@@ -84,7 +84,8 @@ def _ideal(where: Path, algorithm: Any, why: str) -> CommInputs:
     return CommInputs(algorithm=str(algorithm), warnings=warnings)
 
 
-def _link_kinds(path: Path, topology: Topology) -> tuple[str, ...] | None:
+def link_kinds(path: Path, topology: Topology) -> tuple[str, ...] | None:
+    """The kind of every topology.txt link line (ns3/link_kinds.json), None without the file."""
     if not path.is_file():
         return None
     kinds = rundir.read_json_object(path, "").get("kinds")  # binary, nested, non-object: named

@@ -24,6 +24,7 @@ from astra_hetero.backends.embedded.rundir.topology import Topology, host_groups
 from astra_hetero.backends.embedded.trace.decode import read_rank_trace
 from astra_hetero.backends.embedded.trace.records import RankTrace
 from astra_hetero.errors import RunDirError
+from astra_hetero.manifest_jobs import RunJob, read_jobs
 
 _PARALLEL_MIN_RANKS = 64  # below this, starting worker processes costs more than it saves
 
@@ -45,6 +46,7 @@ class SimInput:
     comm: CommInputs = CommInputs()  # communication model, link kinds, architectures, nccl-tests tables
     link_model: str = "ideal"  # how the links' rates and delays were derived (already applied)
     comm_overlap_slowdown: float = 0.0  # compute's extra time while its GPU communicates
+    jobs: tuple[RunJob, ...] = ()  # several jobs sharing the cluster (manifest `jobs`), else none
 
     @property
     def num_ranks(self) -> int:
@@ -87,6 +89,7 @@ def read_run_dir(root: Path) -> SimInput:
         comm,
         link_model,
         fields.comm_overlap_slowdown,
+        read_jobs(manifest, num_ranks, manifest_path),
     )
 
 
