@@ -17,9 +17,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from astra_hetero.spec import load_spec  # here: every command imports this module when parsing
+    from astra_hetero.jobs.load import load_run_spec  # here: every command imports this module when parsing
 
-    spec = load_spec(args.spec)
+    spec = load_run_spec(args.spec)
     run_dir = build_run_dir(
         spec, args.output, progress=not args.quiet, limits=limits_from(args), force=args.force
     )

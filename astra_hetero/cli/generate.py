@@ -19,9 +19,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from astra_hetero.spec import load_spec  # here: every command imports this module when parsing
+    from astra_hetero.jobs.load import load_run_spec  # here: every command imports this module when parsing
 
-    spec = load_spec(args.spec)
+    spec = load_run_spec(args.spec)
     run_dir = build_run_dir(
         spec, args.output, topology=False, progress=not args.quiet, limits=limits_from(args), force=args.force
     )
@@ -31,11 +31,24 @@ def run(args: argparse.Namespace) -> int:
 
 def describe_workload(run_dir: RunDir) -> str:
     manifest = run_dir.read_manifest()
+    head = f"{manifest['num_ranks']} ranks written to {run_dir.root}/workload"
+    if "jobs" not in manifest:
+        return f"{head} ({_plan_text(manifest)})"
+    lines = [f"{head}, {len(manifest['jobs'])} jobs:"]
+    for job in manifest["jobs"]:
+        ranges = ", ".join(f"{a}-{b - 1}" for a, b in job["ranks"])
+        lines.append(f"  {job['name']}: ranks {ranges} ({_plan_text(job)})")
+    if manifest.get("idle_ranks"):
+        lines.append(f"  idle: {len(manifest['idle_ranks'])} GPUs")
+    return "\n".join(lines)
+
+
+def _plan_text(plan: dict) -> str:
+    """A plan's layers and micro-batches as the manifest records them (of the run, or of one job)."""
     chunks = ""
-    if manifest.get("virtual_stages", 1) > 1:
-        chunks = f"per virtual stage {manifest['layers_per_virtual_stage']}, "
+    if plan.get("virtual_stages", 1) > 1:
+        chunks = f"per virtual stage {plan['layers_per_virtual_stage']}, "
     return (
-        f"{manifest['num_ranks']} ranks written to {run_dir.root}/workload "
-        f"(layers per stage {manifest['layers_per_stage']}, {chunks}"
-        f"micro-batches per replica {manifest['micro_batches_per_replica']})"
+        f"layers per stage {plan['layers_per_stage']}, {chunks}"
+        f"micro-batches per replica {plan['micro_batches_per_replica']}"
     )

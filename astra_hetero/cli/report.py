@@ -17,8 +17,9 @@ from astra_hetero.errors import RunDirError
 from astra_hetero.outputs import publish
 from astra_hetero.results.compare import RunSummary, report_json, summarize
 from astra_hetero.results.io import read_result
+from astra_hetero.results.jobs_report import run_summary_tables
 from astra_hetero.results.model import RunResult
-from astra_hetero.results.report import comparison_tables, summary_tables, to_markdown, to_text
+from astra_hetero.results.report import comparison_tables, to_markdown, to_text
 from astra_hetero.rundir import write_json_atomic, write_text_atomic
 
 REPORT_DIR = "report"
@@ -88,7 +89,7 @@ def default_output(run_dirs: Sequence[Path]) -> Path:
 
 def report_text(results: Sequence[tuple[str, RunResult]]) -> str:
     summaries = summarize(results)
-    parts = [to_text(summary_tables(s)) for s in summaries]
+    parts = [to_text(run_summary_tables(s)) for s in summaries]
     if len(summaries) >= 2:
         parts.append(to_text(comparison_tables(summaries)))
     return "\n".join(parts)
@@ -128,7 +129,7 @@ def _markdown(summaries: Sequence[RunSummary], run_dirs: Sequence[Path], plots: 
     sections = ["\n".join(lines) + "\n"]
     if len(summaries) >= 2:
         sections.append("## Comparison\n\n" + to_markdown(comparison_tables(summaries)))
-    sections += [f"## {s.label}\n\n" + to_markdown(summary_tables(s)) for s in summaries]
+    sections += [f"## {s.label}\n\n" + to_markdown(run_summary_tables(s)) for s in summaries]
     if plots:
         sections.append("## Plots\n\n" + "\n\n".join(f"![{name}]({name})" for name in plots) + "\n")
     return "\n".join(sections)

@@ -77,9 +77,9 @@ def simulate(args: argparse.Namespace) -> tuple[Path, RunResult]:
         return source, execute(source, args.backend, args.timeline, force=args.force, **options)
     if output is None:
         raise RunDirError(f"{source} is a spec: give -o RUN_DIR for the run directory to build")
-    from astra_hetero.spec import load_spec  # here: every command imports this module when parsing
+    from astra_hetero.jobs.load import load_run_spec  # here: every command imports this module when parsing
 
-    spec = load_spec(source)
+    spec = load_run_spec(source)
     result = run_spec(
         spec,
         output,
@@ -108,10 +108,10 @@ def backend_options(args: argparse.Namespace) -> dict[str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from astra_hetero.results.report import render_summary
+    from astra_hetero.results.jobs_report import render_run_summary
 
     run_dir, result = simulate(args)
-    print(render_summary(result, label=run_dir.name))
+    print(render_run_summary(result, label=run_dir.name))
     wrote = "result.json" + ("" if args.timeline == "none" else " and trace.json")
     print(f"wrote {wrote} in {run_dir}")
     return 0

@@ -20,10 +20,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # here, not at the top: every command imports this module when parsing
-    from astra_hetero.spec import load_spec
+    from astra_hetero.jobs.load import load_run_spec
     from astra_hetero.topology import checked_graph, figures
 
-    spec = load_spec(args.spec)
+    spec = load_run_spec(args.spec)
     build_run_dir(
         spec, args.output, workload=False, limits=limits_from(args), force=args.force, draw=args.draw
     )

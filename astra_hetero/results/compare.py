@@ -45,6 +45,7 @@ class RunSummary:
             "by_gpu": [g.to_json() for g in self.gpus],
             "idle_share_by_gpu": self.idle_share_by_gpu,
             "warnings": list(result.warnings),
+            **({"jobs": list(result.jobs), "shared_links": list(result.shared_links)} if result.jobs else {}),
         }
 
 

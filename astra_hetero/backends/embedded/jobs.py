@@ -134,7 +134,7 @@ def shared_links(
                     "kind": kind,
                     "gbps": gbps,
                     "lines": set(),
-                    "busy": sum(per_job.values()) / (capacity * span_ns) if span_ns else 0.0,
+                    "busy": round(sum(per_job.values()) / (capacity * span_ns), 6) if span_ns else 0.0,
                     "bytes": {names[j]: round(b) for j, b in sorted(per_job.items()) if j >= 0},
                 },
             )
