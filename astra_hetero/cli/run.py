@@ -50,6 +50,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=positive_int,
         help="simulate this many back-to-back iterations (overrides the spec's `iterations:`)",
     )
+    parser.add_argument(
+        "--no-solo",
+        action="store_true",
+        help="several jobs (`jobs:`): skip simulating each job alone (its slowdown is then not reported)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_force_argument(parser)
     add_limit_arguments(parser)
@@ -96,6 +101,8 @@ def simulate(args: argparse.Namespace) -> tuple[Path, RunResult]:
 def backend_options(args: argparse.Namespace) -> dict[str, object]:
     iterations = getattr(args, "iterations", None)
     extra: dict[str, object] = {} if iterations is None else {"iterations": iterations}
+    if getattr(args, "no_solo", False):
+        extra["solo"] = False
     if args.backend == "embedded":
         return {"fold": not getattr(args, "no_fold", False), **extra}
     return {

@@ -23,14 +23,13 @@ from astra_hetero.jobs.specs import PlacedJob, job_errors
 from astra_hetero.manifest_jobs import rank_ranges
 from astra_hetero.spec.devices import Device, enumerate_devices
 from astra_hetero.spec.schema.jobs import SharedClusterSpec
-from astra_hetero.workload.encode import RankBinding
+from astra_hetero.workload.encode import RankBinding, idle_trace
 from astra_hetero.workload.generate import (
     Progress,
     WorkloadPlan,
     active_traces,
     cluster_fields,
     group_entry,
-    idle_trace,
     plan_fields,
     plan_workload,
     rank_entry,

@@ -57,6 +57,13 @@ def encode_compute(trace_node: TraceNode, duration_us: int) -> bytes:
     return frame(node)
 
 
+def idle_trace() -> bytes:
+    """An idle GPU's trace: one compute node of zero duration. ASTRA-sim needs a file per NPU of the
+    topology, and its trace feeder aborts on a graph without nodes ("No dependancy free nodes found").
+    Such a rank finishes at time 0 in ASTRA-sim and in the embedded engine."""
+    return metadata_record() + encode_compute(TraceNode(0, "idle", K_COMP, [], []), 0)
+
+
 def encode_collective(trace_node: TraceNode, group_id: str) -> bytes:
     node = _base(trace_node)
     _attr(node, "comm_type", int64_val=collective_type(trace_node.comm_type))

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from astra_hetero import rundir
-from astra_hetero.chakra_io import metadata_record, write_trace
+from astra_hetero.chakra_io import write_trace
 from astra_hetero.comm.measured import copy_tables, table_records
 from astra_hetero.errors import InfeasiblePlan
 from astra_hetero.spec.catalog import gpu_catalog
@@ -23,14 +23,14 @@ from astra_hetero.workload.costs import (
     shape_of,
     stage_parameters,
 )
-from astra_hetero.workload.encode import ClassEncoder, RankBinding, encode_compute
+from astra_hetero.workload.encode import ClassEncoder, RankBinding, idle_trace
 from astra_hetero.workload.graph import build_rank_graph
 from astra_hetero.workload.invariants import ClassSummary, check_bound, summarize
 from astra_hetero.workload.layout import Layout, Placement, build_layout
 from astra_hetero.workload.memory import check_memory, max_layers_that_fit
 from astra_hetero.workload.partition import Partition, build_partition, micro_batch_group
 from astra_hetero.workload.precision import Dtypes
-from astra_hetero.workload.program import COMP, RankContext, RankGraph, TraceNode
+from astra_hetero.workload.program import RankContext, RankGraph
 from astra_hetero.workload.schedule import stage_steps
 from astra_hetero.workload.scope import scoped
 from astra_hetero.workload.timing import DeviceCostModel
@@ -210,13 +210,6 @@ def encoded_traces(plan: WorkloadPlan, progress: Progress | None = None) -> Iter
         yield rank, idle
         if progress:
             progress(1)
-
-
-def idle_trace() -> bytes:
-    """An idle GPU's trace: one compute node of zero duration. ASTRA-sim needs a file per NPU of the
-    topology, and its trace feeder aborts on a graph without nodes ("No dependancy free nodes found").
-    Such a rank finishes at time 0 in ASTRA-sim and in the embedded engine."""
-    return metadata_record() + encode_compute(TraceNode(0, "idle", COMP, [], []), 0)
 
 
 def active_traces(plan: WorkloadPlan, progress: Progress | None = None) -> Iterator[tuple[int, bytes]]:

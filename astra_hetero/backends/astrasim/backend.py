@@ -14,10 +14,13 @@ from typing import Any
 from astra_hetero import rundir
 from astra_hetero.backends.astrasim.command import FLAVORS, Flavor, build_command
 from astra_hetero.backends.astrasim.dynamics_check import refuse_dynamics
+from astra_hetero.backends.astrasim.jobs import refuse_schedule, solo_times
 from astra_hetero.backends.astrasim.locate import locate_binary
 from astra_hetero.backends.astrasim.parse import ParsedRun, parse_output
 from astra_hetero.backends.astrasim.process import ProcessOutcome, run_native
 from astra_hetero.errors import BackendUnavailable, RunDirError
+from astra_hetero.manifest_jobs import read_jobs
+from astra_hetero.results.jobs import with_job_records
 from astra_hetero.results.model import APPROXIMATION, RankResult, RunOutput, RunResult, optional_int
 
 CYCLES_NOTE = "ASTRA-sim cycles are nanoseconds; times here are microseconds (cycles / 1000)"
@@ -38,6 +41,7 @@ class AstraSimBackend:
     timeout_s: float | None = None
     docker_client: Any = field(default=None, compare=False, repr=False)
     iterations: int | None = None  # only 1 is possible (see dynamics_check)
+    solo: bool = True  # several jobs: also run each alone, for the slowdown its neighbours cause
 
     def __post_init__(self) -> None:
         if self.timeout_s is not None and self.timeout_s <= 0:
@@ -53,9 +57,18 @@ class AstraSimBackend:
 
     def run(self, run_dir: Path) -> RunOutput:
         """The simulator's result, its first warning saying what ASTRA-sim could not be told exactly."""
-        refuse_dynamics(Path(run_dir), self.name, self.iterations)
-        notes = approximation_warnings(Path(run_dir), self.flavor.network)  # checked before a long run
+        run_dir = Path(run_dir)
+        refuse_dynamics(run_dir, self.name, self.iterations)
+        manifest = rundir.RunDir(run_dir).read_manifest()
+        jobs = read_jobs(manifest, len(rank_labels(manifest, run_dir)), run_dir / rundir.MANIFEST)
+        refuse_schedule(jobs, self.name)
+        notes = approximation_warnings(run_dir, self.flavor.network)  # checked before a long run
         result = self._simulate(run_dir).result
+        if jobs:
+            solo = None
+            if self.solo:
+                solo = solo_times(run_dir, jobs, lambda d: self._simulate(d).result, self.log_name)
+            result = with_job_records(result, jobs, solo)
         return RunOutput(replace(result, warnings=(*notes, *result.warnings)))
 
     def _simulate(self, run_dir: Path) -> RunOutput:
@@ -169,9 +182,10 @@ def _factory(backend: str):
         timeout_s: float | None = None,
         docker_client: Any = None,
         iterations: int | None = None,
+        solo: bool = True,
     ) -> AstraSimBackend:
         return AstraSimBackend(
-            FLAVORS[backend], binary, bin_dir, docker_image, timeout_s, docker_client, iterations
+            FLAVORS[backend], binary, bin_dir, docker_image, timeout_s, docker_client, iterations, solo
         )
 
     create.__name__ = backend.replace("-", "_")

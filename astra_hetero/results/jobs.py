@@ -1,0 +1,42 @@
+"""Per-job records of a result from its ranks alone: what a backend that runs each trace once (the
+ASTRA-sim backends) reports for a run directory of several jobs. Each job ran one iteration from 0;
+it ended when its last rank finished."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from astra_hetero.manifest_jobs import RunJob, rank_ranges
+from astra_hetero.results.model import RunResult
+
+
+def finish_us(result: RunResult, job: RunJob) -> float:
+    """When the job's last rank finished."""
+    return max(result.ranks[rank].finish_us for rank in job.ranks)
+
+
+def with_job_records(
+    result: RunResult, jobs: Sequence[RunJob], solo_us: Sequence[float] | None = None
+) -> RunResult:
+    """`result` with its `jobs` from its ranks' finish times (`solo_us`: each job's time alone, when a
+    solo run was made)."""
+    records = []
+    for j, job in enumerate(jobs):
+        together = finish_us(result, job)
+        record: dict[str, Any] = {
+            "name": job.name,
+            "ranks": rank_ranges(job.ranks),
+            "num_ranks": len(job.ranks),
+            "start_us": job.start_ns / 1000,
+            "iterations": [{"index": 0, "time_us": together}],
+            "iteration_time_us": together,
+        }
+        if solo_us is not None:
+            alone = solo_us[j]
+            record["solo_iterations"] = [{"index": 0, "time_us": alone}]
+            record["solo_iteration_time_us"] = alone
+            record["slowdown"] = together / alone if alone else None
+        records.append(record)
+    return dataclasses.replace(result, jobs=tuple(records))
