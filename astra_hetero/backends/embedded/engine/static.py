@@ -2,7 +2,8 @@
 
 Semantics
 - A node is ready when all its data and control dependencies have completed. A rank runs one compute
-  node at a time (in the order they became ready), for `duration_micros` × 1000 ns.
+  node at a time (in the order they became ready), for its compute time (`trace.decode`: roofline
+  from the system file, else `duration_micros` × 1000 ns).
 - Communication overlaps compute. A collective is matched across its comm group in issue order (the
   k-th collective a rank issues on a group meets every member's k-th) and starts when every member
   has issued it. A send starts transferring as soon as it is issued; it completes when its data has

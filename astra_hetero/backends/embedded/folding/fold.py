@@ -27,6 +27,7 @@ from astra_hetero.backends.embedded.network.ideal import IdealCommPlanner
 from astra_hetero.backends.embedded.network.nccl import NcclCommPlanner
 from astra_hetero.backends.embedded.network.planners import comm_planner
 from astra_hetero.backends.embedded.network.routing import Router
+from astra_hetero.backends.embedded.rundir.compute_times import check_compute_times
 from astra_hetero.backends.embedded.rundir.reader import SimInput
 from astra_hetero.backends.embedded.trace.records import KIND_COLL, KIND_SEND, RankTrace
 
@@ -50,7 +51,9 @@ def fold(
     """Classes and folded communication for `sim`; `rank_keys` (one per rank) separates ranks that
     the files alone would treat alike (a per-rank perturbation), `link_keys` (bundle of `router` ->
     key) bundles alike (a timed change of some links)."""
-    shapes = read_shapes(sim.trace_paths, sim.num_ranks, workers)
+    shapes = read_shapes(sim.trace_paths, sim.num_ranks, workers, sim.roofline)
+    for rank in range(sim.num_ranks):
+        check_compute_times(sim, rank, shapes.shapes[shapes.shape_of[rank]].trace)
     if not _consistent(sim, shapes):
         return None
     keys: list[Hashable] = [

@@ -30,6 +30,7 @@ class ManifestFields:
     labels: list[dict[str, Any]] = field(default_factory=list)  # per rank, in rank order
     hbm_gbytes_per_s: list[float] | None = None  # per rank, or None when the manifest gives none
     comm_overlap_slowdown: float = 0.0  # compute's extra time beside communication (spec compute.*)
+    system_configuration: str | None = None  # the ASTRA-sim system file (relative), if not the default
 
 
 def manifest_fields(data: dict[str, Any], path: Path) -> ManifestFields:
@@ -43,12 +44,15 @@ def manifest_fields(data: dict[str, Any], path: Path) -> ManifestFields:
         )
     prefix = data.get("workload_prefix")
     if prefix is not None:
-        prefix = _relative_path(prefix, path)
+        prefix = _relative_path(prefix, path, "workload_prefix")
+    system = data.get("system_configuration")
+    if system is not None:
+        system = _relative_path(system, path, "system_configuration")
     labels = _labels(data.get("ranks", []), num_ranks, path)
     slowdown = data.get("comm_overlap_slowdown", 0.0)
     if isinstance(slowdown, bool) or not isinstance(slowdown, int | float) or not 0 <= slowdown <= 1:
         raise RunDirError(f"{path}: comm_overlap_slowdown must be a number in 0..1, not {slowdown!r}")
-    return ManifestFields(num_ranks, limit or 0, prefix, labels, _hbm(labels, path), float(slowdown))
+    return ManifestFields(num_ranks, limit or 0, prefix, labels, _hbm(labels, path), float(slowdown), system)
 
 
 def _is_int(value: Any) -> bool:
@@ -64,16 +68,14 @@ def _rank_count(data: dict[str, Any], path: Path) -> int:
     return count
 
 
-def _relative_path(value: Any, path: Path) -> str:
+def _relative_path(value: Any, path: Path, key: str) -> str:
     """A path inside the run directory: relative, no `..`, so reads never leave the directory."""
     parts = PurePosixPath(value).parts if isinstance(value, str) else ()
     if not parts or "\\" in value:
-        raise RunDirError(
-            f"{path}: workload_prefix must be a relative path inside the run directory, not {value!r}"
-        )
+        raise RunDirError(f"{path}: {key} must be a relative path inside the run directory, not {value!r}")
     if PurePosixPath(value).is_absolute() or ".." in parts:
         raise RunDirError(
-            f"{path}: workload_prefix leads outside the run directory ({value!r}); it must be a "
+            f"{path}: {key} leads outside the run directory ({value!r}); it must be a "
             "relative path without '..'"
         )
     return value

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from astra_hetero import rundir
+from astra_hetero.astrasim_inputs.system import Roofline, read_system
 from astra_hetero.backends.embedded.rundir.comm_inputs import CommInputs, read_comm_inputs
+from astra_hetero.backends.embedded.rundir.compute_times import check_compute_times
 from astra_hetero.backends.embedded.rundir.link_model import apply_link_model
 from astra_hetero.backends.embedded.rundir.manifest import MAX_RANKS, ManifestFields, manifest_fields
 from astra_hetero.backends.embedded.rundir.topology import Topology, host_groups, read_topology
@@ -45,6 +47,8 @@ class SimInput:
     comm: CommInputs = CommInputs()  # communication model, link kinds, architectures, nccl-tests tables
     link_model: str = "ideal"  # how the links' rates and delays were derived (already applied)
     comm_overlap_slowdown: float = 0.0  # compute's extra time while its GPU communicates
+    system_file: Path | None = None  # the ASTRA-sim system file the directory runs with, if any
+    roofline: Roofline | None = None  # set when that file enables roofline: how compute nodes are timed
 
     @property
     def num_ranks(self) -> int:
@@ -74,6 +78,8 @@ def read_run_dir(root: Path) -> SimInput:
         )
     groups = _comm_groups(prefix.parent / Path(rundir.COMM_GROUPS).name, num_ranks)
     comm = read_comm_inputs(root, manifest, fields.labels, topology, num_ranks)
+    system_file = _system_file(root, fields.system_configuration)
+    roofline = read_system(system_file).roofline if system_file is not None else None
     return SimInput(
         root,
         paths,
@@ -87,6 +93,8 @@ def read_run_dir(root: Path) -> SimInput:
         comm,
         link_model,
         fields.comm_overlap_slowdown,
+        system_file,
+        roofline,
     )
 
 
@@ -95,10 +103,31 @@ def read_traces(sim: SimInput, ranks: list[int], workers: int | None = None) -> 
     paths = [sim.trace_paths[r] for r in ranks]
     workers = workers if workers is not None else min(2, os.cpu_count() or 1)
     if workers <= 1 or len(paths) < _PARALLEL_MIN_RANKS:
-        return [read_rank_trace(p, sim.num_ranks) for p in paths]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        chunk = max(1, len(paths) // (workers * 8))
-        return list(pool.map(read_rank_trace, paths, [sim.num_ranks] * len(paths), chunksize=chunk))
+        traces = [read_rank_trace(p, sim.num_ranks, sim.roofline) for p in paths]
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            chunk = max(1, len(paths) // (workers * 8))
+            count = len(paths)
+            traces = list(
+                pool.map(
+                    read_rank_trace, paths, [sim.num_ranks] * count, [sim.roofline] * count, chunksize=chunk
+                )
+            )
+    for rank, trace in zip(ranks, traces, strict=True):
+        check_compute_times(sim, rank, trace)
+    return traces
+
+
+def _system_file(root: Path, relative: str | None) -> Path | None:
+    """The ASTRA-sim system file the run directory's traces run with: the manifest's
+    `system_configuration` (an imported study's own file), else `analytical/system.json` if present."""
+    if relative is not None:
+        path = rundir.inside(root, relative, "manifest.json system_configuration")
+        if not path.is_file():
+            raise RunDirError(f"{path}: missing (manifest.json system_configuration names it)")
+        return path
+    default = root / rundir.ANALYTICAL_SYSTEM
+    return default if default.is_file() else None
 
 
 def _trace_prefix(root: Path, workload_prefix: str | None) -> Path:

@@ -22,6 +22,7 @@ from google.protobuf.internal.decoder import _DecodeVarint32 as _decode_varint  
 from google.protobuf.message import DecodeError
 
 from astra_hetero import chakra_io
+from astra_hetero.astrasim_inputs.system import Roofline
 from astra_hetero.backends.embedded.trace.deps import packed_deps_of, resolve_deps, typed_deps_of
 from astra_hetero.backends.embedded.trace.records import (
     KIND_COLL,
@@ -214,17 +215,23 @@ def _require(
     return value
 
 
-def read_rank_trace(path: Path, num_ranks: int) -> RankTrace:
+def read_rank_trace(path: Path, num_ranks: int, roofline: Roofline | None = None) -> RankTrace:
     """Decode `path`; raise RunDirError naming the file and node for anything the engine cannot run.
+    `roofline`: the run directory's system file enables roofline (compute nodes timed from num_ops
+    and tensor_size, see `_compute_times`).
 
     Dependencies keep duplicates (a node listing the same predecessor as data and control dependency
     counts it twice and is released twice), which is consistent and saves deduplicating a million lists.
     """
-    return decode_rank_trace(path, num_ranks, keep_attrs=False).trace
+    return decode_rank_trace(path, num_ranks, keep_attrs=False, roofline=roofline).trace
 
 
 def decode_rank_trace(
-    path: Path, num_ranks: int, keep_attrs: bool = True, data: bytes | None = None
+    path: Path,
+    num_ranks: int,
+    keep_attrs: bool = True,
+    data: bytes | None = None,
+    roofline: Roofline | None = None,
 ) -> DecodedTrace:
     """`read_rank_trace` that also returns the file layout (see DecodedTrace); `data`: the file's
     bytes if the caller has them."""
@@ -233,7 +240,7 @@ def decode_rank_trace(
     ids = np.array([node.id for node in nodes], dtype=np.uint64)
     names = [node.name for node in nodes]
     kinds = _kinds(path, nodes)
-    durations = _durations_ns(path, nodes, kinds)
+    durations, untimed, untimed_roofline = _compute_times(path, nodes, kinds, roofline)
     sizes, tags = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     coll_types, peers = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
     groups = np.full(n, -1, dtype=np.int64)
@@ -275,6 +282,8 @@ def decode_rank_trace(
         groups,
         dep_ends,
         deps,
+        untimed,
+        untimed_roofline,
     )
     ends = np.array(record_ends, dtype=np.int64)
     if not keep_attrs:
@@ -295,10 +304,20 @@ def _comm_fields(
     return size, -1, -1, _peer(values, kind, num_ranks, path, node), tag
 
 
-def _durations_ns(path: Path, nodes: list[Any], kinds: np.ndarray) -> np.ndarray:
-    """Compute durations in ns (0 for other nodes, whose `duration_micros` the engine ignores)."""
+def _compute_times(
+    path: Path, nodes: list[Any], kinds: np.ndarray, roofline: Roofline | None
+) -> tuple[np.ndarray, int, bool]:
+    """Compute times in ns (0 for other nodes), as ASTRA-sim times them, and the untimed node (see
+    RankTrace.untimed).
+
+    Roofline on: a GPU compute node (`is_cpu_op` false or absent) takes `roofline.time_ns(num_ops,
+    tensor_size)`; both attributes are required. Otherwise, and for CPU nodes, a node replays its
+    `duration_micros` × 1000 ns, and a duration of 0 takes 1 ns (`Workload::issue_replay`): in a trace
+    that has durations, 0 means a kernel shorter than the microsecond Chakra records.
+    """
     micros = np.array([node.duration_micros for node in nodes], dtype=np.uint64)
-    micros[kinds != KIND_COMP] = 0
+    compute = kinds == KIND_COMP
+    micros[~compute] = 0
     too_long = np.flatnonzero(micros > MAX_DURATION_US)
     if len(too_long):
         node = nodes[int(too_long[0])]
@@ -306,7 +325,57 @@ def _durations_ns(path: Path, nodes: list[Any], kinds: np.ndarray) -> np.ndarray
             f"{path}: {_label(node)} duration_micros={node.duration_micros} exceeds the "
             f"{MAX_DURATION_US} µs a node may take"
         )
-    return micros.astype(np.int64) * 1000
+    times = micros.astype(np.int64) * 1000
+    times[compute & (micros == 0)] = 1
+    where = np.flatnonzero(compute).tolist()
+    if roofline is not None:
+        cache: dict[tuple[bytes, ...], tuple[bool, int, int] | None] = {}
+        for i in where:
+            node = nodes[i]
+            raw = tuple(node.attr)
+            fields = cache.get(raw, ())
+            if fields == ():
+                fields = cache[raw] = _roofline_fields(raw, path, node)
+            if fields is None:
+                raise RunDirError(
+                    f"{path}: {_label(node)} lacks num_ops or tensor_size, which roofline mode needs "
+                    f"({roofline.source or 'the system file'} sets roofline-enabled)"
+                )
+            is_cpu, num_ops, tensor_size = fields
+            if not is_cpu:
+                times[i] = roofline.time_ns(num_ops, tensor_size)
+        return times, -1, False
+    if where and not micros[compute].any():  # no compute node carries a time: an idle rank's
+        node = nodes[where[0]]  # placeholder (no work, no time) or an error (rundir.compute_times)
+        times[compute] = 0
+        return times, where[0], _roofline_fields(tuple(node.attr), path, node) is not None
+    return times, -1, False
+
+
+_ROOFLINE_NAMES = (b"is_cpu_op", b"num_ops", b"tensor_size")
+
+
+def _roofline_fields(raw: tuple[bytes, ...], path: Path, node: Any) -> tuple[bool, int, int] | None:
+    """(is_cpu_op, num_ops, tensor_size) of a compute node, or None without num_ops or tensor_size.
+    Only these attributes are parsed: the converter's and STG's others (inputs, outputs, op_schema)
+    would cost more than the rest of the node."""
+    values: dict[str, Any] = {}
+    for blob in raw:
+        # AttributeProto.name is field 1: tag 0x0a, then a one-byte length for every name we read
+        if len(blob) > 2 and blob[0] == 0x0A and blob[2 : 2 + blob[1]] in _ROOFLINE_NAMES:
+            try:
+                attr = pb.AttributeProto.FromString(blob)
+            except DecodeError as exc:
+                raise RunDirError(f"{path}: {_label(node)} has a corrupt attribute ({exc})") from None
+            kind = attr.WhichOneof("value")
+            if kind is not None:
+                values[attr.name] = getattr(attr, kind)
+    if "num_ops" not in values or "tensor_size" not in values:
+        return None
+    is_cpu = bool(values.get("is_cpu_op", False))
+    num_ops = _require(values, "num_ops", path, node)
+    tensor_size = _require(values, "tensor_size", path, node)
+    return is_cpu, num_ops, tensor_size
 
 
 def _kinds(path: Path, nodes: list[Any]) -> np.ndarray:

@@ -30,6 +30,11 @@ class RankTrace:
     groups: np.ndarray  # index into group_names for collectives, -1 otherwise
     dep_ends: np.ndarray
     deps: np.ndarray
+    # The first compute node of a trace whose compute nodes carry no time at all (every duration 0,
+    # roofline off), -1 if none; and whether it carries roofline data (num_ops, tensor_size). Such a
+    # trace is only valid for a rank the manifest marks idle (`rundir.compute_times`).
+    untimed: int = -1
+    untimed_roofline: bool = False
 
     def __len__(self) -> int:
         return len(self.kinds)
