@@ -61,10 +61,12 @@ class AstraSimBackend:
     def _simulate(self, run_dir: Path) -> RunOutput:
         run_dir = Path(run_dir)
         layout = rundir.RunDir(run_dir)
-        labels = rank_labels(layout.read_manifest(), run_dir)
+        manifest = layout.read_manifest()
+        labels = rank_labels(manifest, run_dir)
+        prefix = run_dir / str(manifest.get("workload_prefix", rundir.WORKLOAD_PREFIX))
         for rank in range(len(labels)):
-            if not layout.trace_path(rank).is_file():
-                raise RunDirError(f"{layout.trace_path(rank)}: missing trace of rank {rank}")
+            if not Path(f"{prefix}.{rank}.et").is_file():
+                raise RunDirError(f"{prefix}.{rank}.et: missing trace of rank {rank}")
         log_path = run_dir / self.log_name
         outcome, argv = self._execute(run_dir, log_path)
         text = log_path.read_text(errors="replace")

@@ -59,7 +59,7 @@ class EmbeddedBackend:
             if static:  # the static engine, with its inlined hot paths
                 folding = fold(sim, self.workers) if self.fold else None
                 workload, comm, simulated = setup(sim, folding, self.workers)
-                outcome = Engine(workload, comm, sim.max_comm_in_flight).run()
+                outcome = Engine(workload, comm, sim.max_comm_in_flight, sim.issue_by_id).run()
                 output = run_output(sim, simulated, outcome, time.perf_counter() - started, self.timeline)
             else:
                 output = run_dynamic(

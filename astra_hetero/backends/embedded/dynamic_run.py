@@ -56,6 +56,7 @@ def run_dynamic(
         keep_history=timeline,
         link_class=folding.comm.network.link_class if folding is not None else None,
         comm_slowdown=sim.comm_overlap_slowdown,
+        lowest_first=sim.issue_by_id,
     )
     outcome = engine.run()
     ends = _iteration_ends(engine.iteration_ends, iterations)

@@ -56,10 +56,11 @@ class DynamicEngine(Engine):
         keep_history: bool = True,
         link_class: dict[int, int] | None = None,
         comm_slowdown: float = 0.0,
+        lowest_first: bool = False,
     ) -> None:
         """`link_class`: bundle -> the engine's link standing for it when the ranks are folded (None:
         rank by rank, the engine's links are the router's bundles)."""
-        super().__init__(workload, comm, max_comm_in_flight)
+        super().__init__(workload, comm, max_comm_in_flight, lowest_first)
         w = workload
         self.num_iterations = iterations
         self.comm_slowdown = comm_slowdown

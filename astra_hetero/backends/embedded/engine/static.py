@@ -35,12 +35,32 @@ from astra_hetero.backends.embedded.trace.records import KIND_COLL, KIND_COMP, K
 from astra_hetero.errors import RunDirError, SimulationDeadlock
 
 
+class LowestFirst(list):
+    """A rank's ready compute nodes, handed out lowest node first: ASTRA-sim issues the ready nodes
+    of a rank in id order (`Workload::issue_dep_free_nodes`); with nodes in id order (`flatten`'s
+    `id_order`) the lowest index is the lowest id."""
+
+    __slots__ = ()
+
+    def append(self, g: int) -> None:  # type: ignore[override]
+        heapq.heappush(self, g)
+
+    def popleft(self) -> int:
+        return heapq.heappop(self)
+
+
 class Engine:
     """Simulates the ranks of `workload` (every rank, or one per folded class) with `comm` answering
-    how their collectives meet and what their flows load (see `engine.comm`, `folding.comm`)."""
+    how their collectives meet and what their flows load (see `engine.comm`, `folding.comm`).
+    `lowest_first`: ready compute nodes start lowest node first instead of in the order they became
+    ready."""
 
     def __init__(
-        self, workload: FlatWorkload, comm: PlainComm | FoldedComm, max_comm_in_flight: int = 0
+        self,
+        workload: FlatWorkload,
+        comm: PlainComm | FoldedComm,
+        max_comm_in_flight: int = 0,
+        lowest_first: bool = False,
     ) -> None:
         self.w = workload
         self.comm = comm
@@ -59,7 +79,8 @@ class Engine:
         self.start_ns = [-1] * n
         self.end_ns = [-1] * n
         self.busy = [False] * num_ranks
-        self.ready_compute: list[deque[int]] = [deque() for _ in range(num_ranks)]
+        queue_type = LowestFirst if lowest_first else deque
+        self.ready_compute: list[deque[int]] = [queue_type() for _ in range(num_ranks)]  # type: ignore[misc]
         # Communication issue slots per rank (0 = unlimited). ASTRA-sim lets each rank have one
         # collective or send in flight (recvs exempt); waiting ones issue lowest node id first.
         self.comm_limit = max_comm_in_flight

@@ -23,8 +23,7 @@ from astra_hetero.backends.embedded.folding.comm import FoldedComm
 from astra_hetero.backends.embedded.folding.quotient import FoldedNetwork, Splits, fold_network
 from astra_hetero.backends.embedded.folding.shapes import TraceShapes, read_shapes
 from astra_hetero.backends.embedded.folding.symmetry import RankClasses, rank_classes
-from astra_hetero.backends.embedded.network.ideal import IdealCommPlanner
-from astra_hetero.backends.embedded.network.nccl import NcclCommPlanner
+from astra_hetero.backends.embedded.network.phases import CommPlanner
 from astra_hetero.backends.embedded.network.planners import comm_planner
 from astra_hetero.backends.embedded.network.routing import Router
 from astra_hetero.backends.embedded.rundir.compute_times import check_compute_times
@@ -38,7 +37,7 @@ class Folding:
     traces: list[RankTrace]  # per class: its representative's trace
     comm: FoldedComm
     router: Router
-    planner: IdealCommPlanner | NcclCommPlanner  # every instance's plans came from it (NCCL choices)
+    planner: CommPlanner  # every instance's plans came from it (NCCL choices)
 
 
 def fold(
@@ -53,7 +52,8 @@ def fold(
     key) bundles alike (a timed change of some links)."""
     shapes = read_shapes(sim.trace_paths, sim.num_ranks, workers, sim.roofline)
     for rank in range(sim.num_ranks):
-        check_compute_times(sim, rank, shapes.shapes[shapes.shape_of[rank]].trace)
+        trace = shapes.shapes[shapes.shape_of[rank]].trace
+        check_compute_times(trace, sim.trace_paths[rank], sim.is_idle(rank), sim.system_file)
     if not _consistent(sim, shapes):
         return None
     keys: list[Hashable] = [

@@ -16,25 +16,20 @@ writes exactly such roofline traces: `num_ops`, `tensor_size`, no duration). So,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 from astra_hetero.backends.embedded.trace.records import RankTrace
 from astra_hetero.errors import RunDirError
 
-if TYPE_CHECKING:
-    from astra_hetero.backends.embedded.rundir.reader import SimInput
 
-
-def check_compute_times(sim: SimInput, rank: int, trace: RankTrace) -> None:
-    if trace.untimed < 0:
-        return
-    label = sim.labels[rank] if rank < len(sim.labels) else {}
-    if label.get("idle") is True:
+def check_compute_times(trace: RankTrace, path: Path, idle: bool, system_file: Path | None) -> None:
+    """`trace` of the file `path` (a twin's trace may stand for it); `idle`: the manifest marks its
+    rank idle; `system_file`: the run directory's ASTRA-sim system file, if any."""
+    if trace.untimed < 0 or idle:
         return
     node = trace.describe(trace.untimed)
-    path = sim.trace_paths[rank]
     if trace.untimed_roofline:
-        if sim.system_file is None:
+        if system_file is None:
             raise RunDirError(
                 f"{path}: {node} is a roofline compute node (num_ops and tensor_size, no duration), and "
                 "the run directory has no ASTRA-sim system file to time it with; import the study with "
@@ -42,7 +37,7 @@ def check_compute_times(sim: SimInput, rank: int, trace: RankTrace) -> None:
                 '"roofline-enabled": 1, "peak-perf" and "local-mem-bw")'
             )
         raise RunDirError(
-            f"{sim.system_file}: does not enable roofline, but the compute nodes of {path} are roofline "
+            f"{system_file}: does not enable roofline, but the compute nodes of {path} are roofline "
             f'nodes (num_ops and tensor_size, no duration: {node}); set "roofline-enabled": 1 with '
             '"peak-perf" (TFLOP/s) and "local-mem-bw" (GB/s) in it, or give the nodes durations'
         )

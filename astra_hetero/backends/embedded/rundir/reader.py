@@ -12,12 +12,13 @@ import math
 import os
 import re
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from astra_hetero import rundir
 from astra_hetero.astrasim_inputs.system import Roofline, read_system
+from astra_hetero.backends.embedded.rundir.astrasim_study import AstraSimStudy, read_study
 from astra_hetero.backends.embedded.rundir.comm_inputs import CommInputs, read_comm_inputs
 from astra_hetero.backends.embedded.rundir.compute_times import check_compute_times
 from astra_hetero.backends.embedded.rundir.link_model import apply_link_model
@@ -26,6 +27,7 @@ from astra_hetero.backends.embedded.rundir.topology import Topology, host_groups
 from astra_hetero.backends.embedded.trace.decode import read_rank_trace
 from astra_hetero.backends.embedded.trace.records import RankTrace
 from astra_hetero.errors import RunDirError
+from astra_hetero.results.model import APPROXIMATION
 
 _PARALLEL_MIN_RANKS = 64  # below this, starting worker processes costs more than it saves
 
@@ -49,10 +51,16 @@ class SimInput:
     comm_overlap_slowdown: float = 0.0  # compute's extra time while its GPU communicates
     system_file: Path | None = None  # the ASTRA-sim system file the directory runs with, if any
     roofline: Roofline | None = None  # set when that file enables roofline: how compute nodes are timed
+    astrasim: AstraSimStudy | None = None  # an imported study's own inputs (manifest `astrasim`)
+    issue_by_id: bool = False  # ready nodes start lowest Chakra id first (ASTRA-sim's rule)
 
     @property
     def num_ranks(self) -> int:
         return len(self.trace_paths)
+
+    def is_idle(self, rank: int) -> bool:
+        """The manifest marks `rank` idle (a GPU the plan leaves unused)."""
+        return rank < len(self.labels) and self.labels[rank].get("idle") is True
 
 
 def read_run_dir(root: Path) -> SimInput:
@@ -80,6 +88,11 @@ def read_run_dir(root: Path) -> SimInput:
     comm = read_comm_inputs(root, manifest, fields.labels, topology, num_ranks)
     system_file = _system_file(root, fields.system_configuration)
     roofline = read_system(system_file).roofline if system_file is not None else None
+    study = read_study(root, manifest, system_file)
+    if comm.model == "ideal" and comm.algorithm == "astrasim" and study is not None and study.approximations:
+        notes = "; ".join(study.approximations)
+        line = f"{APPROXIMATION}ASTRA-sim's system layer as the embedded engine follows it: {notes}"
+        comm = replace(comm, warnings=(line, *comm.warnings))
     return SimInput(
         root,
         paths,
@@ -95,6 +108,8 @@ def read_run_dir(root: Path) -> SimInput:
         fields.comm_overlap_slowdown,
         system_file,
         roofline,
+        study,
+        fields.issue_by_id,
     )
 
 
@@ -114,7 +129,7 @@ def read_traces(sim: SimInput, ranks: list[int], workers: int | None = None) -> 
                 )
             )
     for rank, trace in zip(ranks, traces, strict=True):
-        check_compute_times(sim, rank, trace)
+        check_compute_times(trace, sim.trace_paths[rank], sim.is_idle(rank), sim.system_file)
     return traces
 
 
