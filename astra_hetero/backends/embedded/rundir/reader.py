@@ -74,6 +74,12 @@ def read_run_dir(root: Path) -> SimInput:
     if manifest_path.is_file():
         manifest = rundir.RunDir(root).read_manifest()
         fields = manifest_fields(manifest, manifest_path)
+    if not manifest_path.is_file() and not (root / rundir.NS3_TOPOLOGY).is_file():
+        raise RunDirError(
+            f"{root}: a plain ASTRA-sim input set without {rundir.NS3_TOPOLOGY}; bring it in with "
+            "`astra-hetero import -o RUN_DIR --workload-configuration PREFIX --system-configuration "
+            "SYSTEM.json --network-configuration NETWORK.yml ...` (its own command line) and run RUN_DIR"
+        )
     prefix = _trace_prefix(root, fields.workload_prefix)
     num_ranks = fields.num_ranks if fields.num_ranks is not None else _count_ranks(root, prefix)
     paths = _trace_paths(prefix, num_ranks)
