@@ -93,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
 
     from astra_hetero.importer.pipeline import import_study
 
-    study = import_study(files_from(args, tuple(sys.argv)), args.output, force=args.force)
+    files = files_from(args, tuple(sys.argv))
+    study = import_study(files, args.output, force=args.force, overlay=args.hetero)
     print(
         f"imported {study.num_ranks} ranks ({study.trace_name}.<rank>.et, {study.backend} network "
         f"{' x '.join(map(str, study.dims))}) into {args.output}"

@@ -50,6 +50,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=positive_int,
         help="simulate this many back-to-back iterations (overrides the spec's `iterations:`)",
     )
+    parser.add_argument(
+        "--hetero",
+        type=Path,
+        metavar="OVERLAY.yaml",
+        help="an imported study: lay this heterogeneity overlay over it first (the study as it was moves "
+        "to RUN_DIR/original; -o writes the overlaid study elsewhere)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_force_argument(parser)
     add_limit_arguments(parser)
@@ -71,6 +78,13 @@ def simulate(args: argparse.Namespace) -> tuple[Path, RunResult]:
     it (inputs and result published together)."""
     source, output = args.source, args.output
     options = backend_options(args)
+    if getattr(args, "hetero", None) is not None:
+        if not source.is_dir():
+            raise RunDirError(f"{source}: --hetero lays an overlay over an imported run directory")
+        from astra_hetero.importer.pipeline import overlay_run_dir
+
+        overlay_run_dir(source, args.hetero, output, force=args.force)
+        source, output = output or source, None
     if source.is_dir():
         if output is not None and os.path.realpath(output) != os.path.realpath(source):
             raise RunDirError(f"{source} is a run directory; -o must be omitted or name the same directory")
@@ -114,4 +128,29 @@ def run(args: argparse.Namespace) -> int:
     print(render_summary(result, label=run_dir.name))
     wrote = "result.json" + ("" if args.timeline == "none" else " and trace.json")
     print(f"wrote {wrote} in {run_dir}")
+    original = original_result(run_dir, args)
+    if original is not None:
+        change = (
+            result.iteration_time_us / original.iteration_time_us - 1 if original.iteration_time_us else 0.0
+        )
+        print(
+            f"the study without its overlay (original/): {original.iteration_time_us / 1000:.4g} ms; with it "
+            f"{result.iteration_time_us / 1000:.4g} ms ({change:+.1%}); `astra-hetero report {run_dir}` "
+            "compares them side by side"
+        )
     return 0
+
+
+def original_result(run_dir: Path, args: argparse.Namespace) -> RunResult | None:
+    """An overlaid import's original study, simulated by the same backend if it has no such result."""
+    from astra_hetero.results.io import read_result
+
+    original = run_dir / "original"
+    if not (original / "manifest.json").is_file() or not (run_dir / "overlay.yaml").is_file():
+        return None
+    if (original / "result.json").is_file():
+        previous = read_result(original)
+        if previous.backend == args.backend:
+            return previous
+    timeline = "none" if args.timeline == "none" else args.timeline
+    return execute(original, args.backend, timeline, **backend_options(args))

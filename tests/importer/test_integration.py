@@ -53,3 +53,14 @@ def test_microbenchmark_on_real_astrasim_and_embedded(tmp_path):
     import_study(files, tmp_path / "run")
     real, ours = _both(tmp_path / "run")
     assert real == [43.0] * 4 and ours == real
+
+
+def test_compute_factor_overlay_on_real_astrasim_and_embedded(tmp_path):
+    """Half the NPUs at half speed: the overlay writes their durations into the traces, so real
+    ASTRA-sim runs the heterogeneous study too, and the two agree."""
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text('npu_groups:\n  - {npus: "8-15", compute_factor: 0.5}\n')
+    import_study(stg_study(tmp_path / "study"), tmp_path / "run", overlay=overlay)
+    real, ours = _both(tmp_path / "run")
+    assert ours == pytest.approx(real, rel=0.02)
+    assert max(real) > 12029.010 * 1.2  # the slow stage now sets the pace
