@@ -16,10 +16,11 @@ system file then has roofline off (its `roofline-enabled` set to 0, nothing else
 
 Links (`links:`, analytical networks). Each NPU's links in a dimension get a factor
 (`bandwidth_factor` in every dimension, or `gbps` in one, against the file's figure read as GB/s);
-later entries override earlier ones. The embedded engine prices each message at the slower of the
-NPUs whose links it uses (`analytical/npu_link_scales.json`), and the cluster graph (`ns3/topology.txt`)
-carries each link's own rate; ASTRA-sim's network file takes one bandwidth per dimension, so it gets
-each dimension's bottleneck and `analytical/approximations.json` says so.
+later entries override earlier ones. ASTRA-sim's network file takes one bandwidth per dimension, so it
+gets each dimension's bottleneck and `analytical/approximations.json` says so; the embedded engine
+reads the same file with each NPU's factor relative to it (`analytical/npu_link_scales.json`) and
+prices each message at the slower of the NPUs whose links it uses; the cluster graph
+(`ns3/topology.txt`) carries each link's own rate.
 """
 
 from __future__ import annotations
@@ -147,9 +148,11 @@ def write_network_overlay(study: Study, root: Path, scales: tuple[tuple[float, .
     bottleneck; returns the approximation line for it."""
     network = study.analytical
     assert network is not None
-    rundir.write_json_atomic(root / NPU_LINK_SCALES, {"scales": [list(row) for row in scales]})
     (root / rundir.NS3_TOPOLOGY).write_text(topology_text(network, scales))
     worst = [min(row[d] for row in scales) for d in range(len(network.dims))]
+    # the factors are relative to the network file beside them, which now holds the bottleneck
+    relative = [[row[d] / worst[d] for d in range(len(network.dims))] for row in scales]
+    rundir.write_json_atomic(root / NPU_LINK_SCALES, {"scales": relative})
     bandwidths = [dim.bandwidth * w for dim, w in zip(network.dims, worst, strict=True)]
     (root / rundir.ANALYTICAL_NETWORK).write_text(_network_yaml(network, bandwidths))
     changed = [

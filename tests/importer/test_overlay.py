@@ -3,6 +3,7 @@ as given kept beside it; errors naming the overlay's field."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -117,9 +118,11 @@ def test_link_rates_per_npu_and_astrasims_bottleneck(stg, tmp_path):
     path = overlay(tmp_path, 'links:\n  - {npus: "12-15", dimension: 1, gbps: 100}\n')
     import_study(files, tmp_path / "run", overlay=path)
     scales = json.loads((tmp_path / "run/analytical/npu_link_scales.json").read_text())["scales"]
-    assert scales[12] == [1.0, 0.25] and scales[0] == [1.0, 1.0]  # 100 Gbit/s of the file's 50 GB/s
+    # 100 Gbit/s of the file's 50 GB/s: ASTRA-sim's file gets that bottleneck for every NPU, the
+    # embedded engine the others' rate back, relative to it
     network = (tmp_path / "run/analytical/network.yml").read_text()
     assert "bandwidth: [ 450.0, 12.5 ]" in network
+    assert scales[12] == [1.0, 1.0] and scales[0] == [1.0, 4.0]
     notes = json.loads((tmp_path / "run/analytical/approximations.json").read_text())
     assert "dimension 1: 12.5 GB/s for every NPU" in notes["analytical/network.yml"]
     result = execute(tmp_path / "run", timeline="none")
@@ -183,3 +186,18 @@ def test_run_hetero_moves_the_study_with_its_result_to_original(stg, tmp_path, c
     assert read_result(tmp_path / "run/original").iteration_time_us == plain.iteration_time_us
     manifest = json.loads((tmp_path / "run/manifest.json").read_text())
     assert manifest["ranks"][8]["gpu"] == "npu (900 TFLOP/s, 3000 GB/s)"
+
+
+def test_link_overlay_that_every_message_meets_equals_a_slower_network_file(stg, tmp_path):
+    """Every dimension-1 line pairs an NPU of 0-7 with one of 8-15, so slowing 8-15's dimension-1 links
+    slows every dimension-1 message: the same as the study with that dimension's bandwidth in its file."""
+    files, _, _ = stg
+    path = overlay(tmp_path, 'links:\n  - {npus: "8-15", dimension: 1, gbps: 100}\n')
+    import_study(files, tmp_path / "run", overlay=path)
+    slower = tmp_path / "net.yml"
+    slower.write_text(files.network.read_text().replace("[ 450.0, 50.0 ]", "[ 450.0, 12.5 ]"))
+    import_study(dataclasses.replace(files, network=slower), tmp_path / "file")
+    overlaid = execute(tmp_path / "run", timeline="none")
+    assert [r.finish_us for r in overlaid.ranks] == [
+        r.finish_us for r in execute(tmp_path / "file", timeline="none").ranks
+    ]
