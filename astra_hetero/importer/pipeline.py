@@ -9,6 +9,7 @@ becomes `original/` of the new one.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from astra_hetero.errors import RunDirError
 from astra_hetero.importer import overlay as lay
 from astra_hetero.importer.checks import check_traces, rank_labels
 from astra_hetero.importer.overlay_schema import Overlay, check_overlay, load_overlay
+from astra_hetero.importer.process_groups import metadata_groups
 from astra_hetero.importer.study import Study, StudyFiles, read_study, sha256
 from astra_hetero.importer.write import (
     IMPORT_RECORD,
@@ -97,6 +99,10 @@ def study_files_of(run_dir: Path) -> StudyFiles:
 
 def _read(files: StudyFiles, workers: int | None) -> tuple[Study, list[dict[str, Any]]]:
     study = read_study(files)
+    if study.groups is None:  # PyTorch traces declare their process groups themselves
+        declared = metadata_groups(list(study.trace_paths), study.num_ranks)
+        if declared:
+            study = dataclasses.replace(study, groups=declared)
     shapes = read_shapes(list(study.trace_paths), study.num_ranks, workers, study.system.roofline)
     check_traces(study, shapes)
     return study, rank_labels(study, shapes)

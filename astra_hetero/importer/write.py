@@ -27,6 +27,7 @@ from typing import Any
 from astra_hetero import rundir
 from astra_hetero.importer.cluster_graph import topology_text
 from astra_hetero.importer.ns3_study import INPUT_KEYS
+from astra_hetero.importer.process_groups import has_metadata_nodes
 from astra_hetero.importer.study import Study, sha256
 
 IMPORT_RECORD = "import.json"
@@ -59,6 +60,8 @@ def write_workload(study: Study, root: Path, ranks: list[dict[str, Any]], name: 
         shutil.copyfile(path, root / f"{prefix}.{rank}.et")
     if study.files.comm_groups is not None:
         shutil.copyfile(study.files.comm_groups, root / rundir.COMM_GROUPS)
+    elif study.groups:  # read off the traces' METADATA nodes (importer.process_groups)
+        rundir.write_json_atomic(root / rundir.COMM_GROUPS, study.groups)
     data = manifest(study, ranks, name, prefix)
     rundir.write_json_atomic(root / rundir.MANIFEST, data)
     return data
@@ -87,9 +90,21 @@ def manifest(study: Study, ranks: list[dict[str, Any]], name: str, prefix: str) 
             "comm_group_configuration": rundir.COMM_GROUPS if study.files.comm_groups else None,
             "npu_link_scales": None,
             "options": dict(study.files.options),
+            "refused": refusal(study),
         },
         "ranks": ranks,
     }
+
+
+def refusal(study: Study) -> str | None:
+    """Why the real ASTRA-sim binaries cannot run the study's files as they are, if they cannot."""
+    path = has_metadata_nodes(list(study.trace_paths))
+    if path is None:
+        return None
+    return (
+        f"{path.name} holds a METADATA node (PyTorch's process groups, as the Chakra converter writes "
+        f"them), on which ASTRA-sim {ASTRASIM_VERSION} aborts (Statistics::get_operator_type asserts)"
+    )
 
 
 def write_network(study: Study, root: Path) -> None:
@@ -136,6 +151,11 @@ def import_record(study: Study, root: Path) -> dict[str, Any]:
             record(key, study.ns3.inputs[key], relative)
         record("logical-topology-configuration", study.ns3.logical_topology, rundir.NS3_LOGICAL_TOPOLOGY)
     derived = {rundir.NS3_TOPOLOGY: "the analytical network's cluster graph"} if study.analytical else {}
+    if study.files.comm_groups is None and study.groups:
+        derived[rundir.COMM_GROUPS] = (
+            "the process groups of the traces' METADATA nodes, for the embedded engine (the real "
+            "binaries read them from the traces, as the study gives no comm-group file)"
+        )
     if study.ns3 is not None:
         derived[rundir.NS3_CONFIG] = "the study's config with its file paths pointing at the copies"
     if study.files.remote_memory is None:

@@ -64,3 +64,15 @@ def test_compute_factor_overlay_on_real_astrasim_and_embedded(tmp_path):
     real, ours = _both(tmp_path / "run")
     assert ours == pytest.approx(real, rel=0.02)
     assert max(real) > 12029.010 * 1.2  # the slow stage now sets the pace
+
+
+def test_pytorch_converter_traces_on_real_astrasim_and_embedded(tmp_path):
+    """The converter's traces less their METADATA node (ASTRA-sim 518bd51 aborts on it): host operators
+    on the CPU beside the GPU's kernels, as ASTRA-sim runs them."""
+    from tests.importer.pytorch_traces import convert, without_metadata
+    from tests.importer.test_pytorch import study
+
+    prefix = without_metadata(convert(tmp_path / "traces"), 2, tmp_path / "plain")
+    import_study(study(tmp_path, prefix), tmp_path / "run")
+    real, ours = _both(tmp_path / "run")
+    assert ours == real

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from astra_hetero import rundir
-from astra_hetero.backends.astrasim.command import FLAVORS, Flavor, build_command
+from astra_hetero.backends.astrasim.command import FLAVORS, Flavor, build_command, run_files
 from astra_hetero.backends.astrasim.dynamics_check import refuse_dynamics
 from astra_hetero.backends.astrasim.locate import locate_binary
 from astra_hetero.backends.astrasim.parse import ParsedRun, parse_output
@@ -54,6 +54,7 @@ class AstraSimBackend:
     def run(self, run_dir: Path) -> RunOutput:
         """The simulator's result, its first warning saying what ASTRA-sim could not be told exactly."""
         refuse_dynamics(Path(run_dir), self.name, self.iterations)
+        run_files(self.flavor, Path(run_dir))  # what it would run, checked before any binary is sought
         notes = approximation_warnings(Path(run_dir), self.flavor.network)  # checked before a long run
         result = self._simulate(run_dir).result
         return RunOutput(replace(result, warnings=(*notes, *result.warnings)))

@@ -127,6 +127,10 @@ def run_files(flavor: Flavor, run_dir: Path) -> RunFiles:
             flavor.logical_topology,
             {},
         )
+    if study.get("refused"):
+        raise RunDirError(
+            f"{manifest_path}: the real ASTRA-sim binaries cannot run this study: {study['refused']}"
+        )
     backend = study.get("network_backend")
     wanted = "ns3" if flavor.backend == "ns3" else "analytical"
     if backend != wanted:

@@ -9,7 +9,7 @@ from astra_hetero.backends.embedded.engine.records import Comm, EngineOutcome
 from astra_hetero.backends.embedded.engine.simulated import Simulated
 from astra_hetero.backends.embedded.folding.fold import Folding
 from astra_hetero.backends.embedded.rundir.reader import SimInput
-from astra_hetero.backends.embedded.trace.records import KIND_COLL, KIND_COMP, KIND_SEND
+from astra_hetero.backends.embedded.trace.records import KIND_COLL, KIND_COMP, KIND_CPU, KIND_SEND
 from astra_hetero.results.model import (
     CollectiveStat,
     RankResult,
@@ -20,7 +20,7 @@ from astra_hetero.results.model import (
 )
 
 BACKEND_NAME = "embedded"
-SPAN_KINDS = {KIND_COMP: "compute", KIND_COLL: "comm", KIND_SEND: "send"}
+SPAN_KINDS = {KIND_COMP: "compute", KIND_COLL: "comm", KIND_SEND: "send", KIND_CPU: "cpu"}
 
 
 def run_output(

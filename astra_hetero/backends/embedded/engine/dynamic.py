@@ -137,6 +137,8 @@ class DynamicEngine(Engine):
                 self._flow_done(flow, now)
             elif kind == events.PHASE_DONE:
                 self._phase_done(payload, now)
+            elif kind == events.CPU_DONE:
+                self._cpu_done(payload, now)
             else:
                 self._timed(payload, now)
         self._new_iteration(-1)

@@ -31,7 +31,7 @@ from astra_hetero.backends.embedded.engine.workload import FlatWorkload
 from astra_hetero.backends.embedded.folding.comm import FoldedComm
 from astra_hetero.backends.embedded.network.flows import Flow, FlowNetwork
 from astra_hetero.backends.embedded.network.phases import PhasePlan
-from astra_hetero.backends.embedded.trace.records import KIND_COLL, KIND_COMP, KIND_RECV
+from astra_hetero.backends.embedded.trace.records import KIND_COLL, KIND_COMP, KIND_CPU, KIND_RECV
 from astra_hetero.errors import RunDirError, SimulationDeadlock
 
 
@@ -81,6 +81,10 @@ class Engine:
         self.busy = [False] * num_ranks
         queue_type = LowestFirst if lowest_first else deque
         self.ready_compute: list[deque[int]] = [queue_type() for _ in range(num_ranks)]  # type: ignore[misc]
+        # host operators of measured traces: one at a time per rank, beside its GPU work (no accounting:
+        # a rank's compute time is its GPU's)
+        self.cpu_busy = [False] * num_ranks
+        self.ready_cpu: list[deque[int]] = [queue_type() for _ in range(num_ranks)]  # type: ignore[misc]
         # Communication issue slots per rank (0 = unlimited). ASTRA-sim lets each rank have one
         # collective or send in flight (recvs exempt); waiting ones issue lowest node id first.
         self.comm_limit = max_comm_in_flight
@@ -117,6 +121,8 @@ class Engine:
                 flow, version = payload
                 if version == flow.version:
                     flow_done(flow, now)
+            elif kind == events.CPU_DONE:
+                self._cpu_done(payload, now)
             else:
                 phase_done(payload, now)
         return self._outcome()
@@ -174,6 +180,8 @@ class Engine:
                 self._start_compute(rank, g, now)
         elif kind == KIND_RECV:
             self._issue_recv(g, now)
+        elif kind == KIND_CPU:
+            self._ready_cpu(g, now)
         elif self.comm_limit:
             self._admit_comm(g, now)
         elif kind == KIND_COLL:
@@ -263,6 +271,26 @@ class Engine:
                 self.queue.push_batched(now + self.durations_ns[g], events.COMPUTE_DONE, g)
             else:
                 self.busy[rank] = False
+
+    def _ready_cpu(self, g: int, now: int) -> None:
+        rank = self.rank_of[g]
+        if self.cpu_busy[rank]:
+            self.ready_cpu[rank].append(g)
+            return
+        self.cpu_busy[rank] = True
+        self.start_ns[g] = now
+        self.queue.push(now + self.durations_ns[g], events.CPU_DONE, g)
+
+    def _cpu_done(self, g: int, now: int) -> None:
+        rank = self.rank_of[g]
+        self._complete(g, now)  # still busy: host operators it releases queue up behind earlier ones
+        waiting = self.ready_cpu[rank]
+        if waiting:
+            nxt = waiting.popleft()
+            self.start_ns[nxt] = now
+            self.queue.push(now + self.durations_ns[nxt], events.CPU_DONE, nxt)
+        else:
+            self.cpu_busy[rank] = False
 
     # --- collectives ------------------------------------------------------------------------------
     def _collective(self, g: int, group: int) -> Comm:

@@ -198,7 +198,8 @@ def _trace_paths(prefix: Path, num_ranks: int) -> list[Path]:
 
 
 def _comm_groups(path: Path, num_ranks: int) -> dict[str, tuple[int, ...]]:
-    groups: dict[str, tuple[int, ...]] = {"": tuple(range(num_ranks))}
+    # "" and "0" both name every rank (ASTRA-sim's default group; its group files cannot define 0)
+    groups: dict[str, tuple[int, ...]] = {"": tuple(range(num_ranks)), "0": tuple(range(num_ranks))}
     if not path.is_file():
         return groups
     data = rundir.read_json_object(path, "")

@@ -27,6 +27,7 @@ from astra_hetero.backends.embedded.trace.deps import packed_deps_of, resolve_de
 from astra_hetero.backends.embedded.trace.records import (
     KIND_COLL,
     KIND_COMP,
+    KIND_CPU,
     KIND_RECV,
     KIND_SEND,
     DecodedTrace,
@@ -42,6 +43,7 @@ MAX_DURATION_US = 1 << 40
 MAX_COMM_BYTES = 1 << 53
 _INT64_MAX = (1 << 63) - 1
 _KINDS = {
+    pb.METADATA_NODE: KIND_CPU,  # process-group records of PyTorch traces: no time (ASTRA-sim skips them)
     pb.COMP_NODE: KIND_COMP,
     pb.COMM_COLL_NODE: KIND_COLL,
     pb.COMM_SEND_NODE: KIND_SEND,
@@ -239,7 +241,7 @@ def decode_rank_trace(
     n = len(nodes)
     ids = np.array([node.id for node in nodes], dtype=np.uint64)
     names = [node.name for node in nodes]
-    kinds = _kinds(path, nodes)
+    kinds = _kinds(path, nodes, data)
     durations, untimed, untimed_roofline = _compute_times(path, nodes, kinds, roofline)
     sizes, tags = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     coll_types, peers = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
@@ -249,7 +251,7 @@ def decode_rank_trace(
     kind_of = kinds.tolist()
     attrs: list[tuple[bytes, ...]] = [()] * n if keep_attrs else []
     fields_of: dict[tuple[int, tuple[bytes, ...]], tuple[int, int, int, int, int]] = {}
-    comm = np.flatnonzero(kinds != KIND_COMP).tolist()
+    comm = np.flatnonzero(kinds >= KIND_COLL).tolist()
     rows: list[tuple[int, int, int, int, int]] = []  # size, collective type, group, peer, tag
     for i in comm:
         node, kind = nodes[i], kind_of[i]
@@ -316,7 +318,7 @@ def _compute_times(
     that has durations, 0 means a kernel shorter than the microsecond Chakra records.
     """
     micros = np.array([node.duration_micros for node in nodes], dtype=np.uint64)
-    compute = kinds == KIND_COMP
+    compute = kinds <= KIND_COMP  # GPU and host operators
     micros[~compute] = 0
     too_long = np.flatnonzero(micros > MAX_DURATION_US)
     if len(too_long):
@@ -327,8 +329,10 @@ def _compute_times(
         )
     times = micros.astype(np.int64) * 1000
     times[compute & (micros == 0)] = 1
+    times[np.array([node.type == pb.METADATA_NODE for node in nodes], dtype=bool)] = 0
     where = np.flatnonzero(compute).tolist()
-    if roofline is not None:
+    if roofline is not None:  # GPU nodes timed by the roofline; host operators replay their durations
+        where = np.flatnonzero(kinds == KIND_COMP).tolist()
         cache: dict[tuple[bytes, ...], tuple[bool, int, int] | None] = {}
         for i in where:
             node = nodes[i]
@@ -378,7 +382,7 @@ def _roofline_fields(raw: tuple[bytes, ...], path: Path, node: Any) -> tuple[boo
     return is_cpu, num_ops, tensor_size
 
 
-def _kinds(path: Path, nodes: list[Any]) -> np.ndarray:
+def _kinds(path: Path, nodes: list[Any], data: bytes) -> np.ndarray:
     types = np.array([node.type for node in nodes], dtype=np.int64)
     kinds = np.zeros(len(nodes), dtype=np.int8)
     for node_type in np.unique(types).tolist():
@@ -386,14 +390,29 @@ def _kinds(path: Path, nodes: list[Any]) -> np.ndarray:
         if node_type not in _KINDS:
             _unsupported(path, nodes[int(np.argmax(where))])
         kinds[where] = _KINDS[node_type]
+    if any(pattern in data for pattern in _CPU_OP_TRUE):  # host operators: only then read the attribute
+        for i in np.flatnonzero(kinds == KIND_COMP).tolist():
+            if any(_is_cpu_op_true(blob) for blob in nodes[i].attr):
+                kinds[i] = KIND_CPU
     return kinds
+
+
+# `is_cpu_op` true as the converter (bool_val, field 27) and STG (int32_val, field 7) write it, or as
+# int64 (field 9): AttributeProto name field then the value's tag and 1
+_CPU_OP_NAME = b"\x0a\x09is_cpu_op"
+_CPU_OP_VALUES = (b"\xd8\x01\x01", b"\x38\x01", b"\x48\x01")
+_CPU_OP_TRUE = tuple(_CPU_OP_NAME + value for value in _CPU_OP_VALUES)
+
+
+def _is_cpu_op_true(blob: bytes) -> bool:
+    return blob.startswith(_CPU_OP_NAME) and blob[len(_CPU_OP_NAME) :] in _CPU_OP_VALUES
 
 
 def _unsupported(path: Path, node: Any) -> None:
     type_name = pb.NodeType.Name(node.type) if node.type in pb.NodeType.values() else node.type
     raise RunDirError(
         f"{path}: {_label(node)} has unsupported type {type_name}; "
-        "the embedded engine runs COMP, COMM_COLL, COMM_SEND and COMM_RECV nodes"
+        "the embedded engine runs COMP, COMM_COLL, COMM_SEND, COMM_RECV and METADATA nodes"
     )
 
 

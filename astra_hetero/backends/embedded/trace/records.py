@@ -9,6 +9,10 @@ from itertools import pairwise
 import numpy as np
 
 KIND_COMP, KIND_COLL, KIND_SEND, KIND_RECV = 0, 1, 2, 3
+# A host operator (a compute node with is_cpu_op, or a metadata node) of a measured trace: it runs on
+# the rank's CPU, beside its GPU work, as ASTRA-sim runs it. Negative, so that `kinds >= KIND_COLL`
+# stays "communication" and `kinds > KIND_COLL` "send or recv".
+KIND_CPU = -1
 
 
 @dataclass(frozen=True)
