@@ -23,7 +23,7 @@ from astra_hetero.importer import overlay as lay
 from astra_hetero.importer.checks import check_traces, rank_labels
 from astra_hetero.importer.overlay_schema import Overlay, check_overlay, load_overlay
 from astra_hetero.importer.process_groups import metadata_groups
-from astra_hetero.importer.study import Study, StudyFiles, read_study, sha256
+from astra_hetero.importer.study import Study, StudyFiles, read_study
 from astra_hetero.importer.write import (
     IMPORT_RECORD,
     import_record,
@@ -200,7 +200,7 @@ def _lay_workload(
         overlay={
             "given": str(plan.path),
             "copied_to": lay.OVERLAY_COPY,
-            "sha256": sha256(plan.path),
+            "sha256": rundir.file_sha256(plan.path),
             "rewritten_ranks": rewritten,
             "original": ORIGINAL,
         },

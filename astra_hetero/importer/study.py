@@ -16,7 +16,6 @@ ASTRA-sim would refuse or misread — each error names the file and what is wron
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -185,14 +184,6 @@ def check_trace_groups(study: Study, used: dict[int, tuple[str, ...]]) -> None:
                     f"{study.trace_paths[rank]}: uses comm group {name}, which {source} "
                     f"defines without rank {rank}"
                 )
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _is_ns3_config(path: Path) -> bool:

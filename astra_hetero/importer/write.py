@@ -28,7 +28,7 @@ from astra_hetero import rundir
 from astra_hetero.importer.cluster_graph import topology_text
 from astra_hetero.importer.ns3_study import INPUT_KEYS
 from astra_hetero.importer.process_groups import has_metadata_nodes
-from astra_hetero.importer.study import Study, sha256
+from astra_hetero.importer.study import Study
 
 IMPORT_RECORD = "import.json"
 IMPORT_FORMAT = "astra-hetero/import@1"
@@ -47,7 +47,7 @@ def inputs_digest(study: Study) -> str:
         paths += list(study.ns3.inputs.values())
     digest = hashlib.sha256()
     for path in paths:
-        digest.update(sha256(path).encode())
+        digest.update(rundir.file_sha256(path).encode())
     digest.update(json.dumps(study.files.options, sort_keys=True).encode())
     return digest.hexdigest()
 
@@ -133,7 +133,7 @@ def import_record(study: Study, root: Path) -> dict[str, Any]:
     files: dict[str, Any] = {}
 
     def record(role: str, given: Path, copied: str) -> None:
-        files[role] = {"given": str(given), "copied_to": copied, "sha256": sha256(given)}
+        files[role] = {"given": str(given), "copied_to": copied, "sha256": rundir.file_sha256(given)}
 
     for rank, path in enumerate(study.trace_paths):
         record(f"workload.{rank}", path, f"{rundir.WORKLOAD_DIR}/{study.trace_name}.{rank}.et")

@@ -11,8 +11,8 @@ import pytest
 from astra_hetero.cli import main as cli
 from astra_hetero.errors import RunDirError
 from astra_hetero.importer.pipeline import import_study
-from astra_hetero.importer.study import sha256
 from astra_hetero.pipeline import execute
+from astra_hetero.rundir import file_sha256
 from tests.embedded.rundirs import coll, comp, recv, send
 from tests.importer.studies import STG_STDOUT, real_finish_ns, ring_network, stg_study, write_study
 
@@ -45,9 +45,9 @@ def test_ranks_are_what_the_traces_show(stg_run):
 def test_files_are_copied_verbatim_and_recorded(stg_run):
     files, run, _ = stg_run
     record = json.loads((run / "import.json").read_text())
-    assert record["files"]["system-configuration"]["sha256"] == sha256(files.system)
+    assert record["files"]["system-configuration"]["sha256"] == file_sha256(files.system)
     for role, entry in record["files"].items():
-        assert sha256(run / entry["copied_to"]) == entry["sha256"], role
+        assert file_sha256(run / entry["copied_to"]) == entry["sha256"], role
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["collective_algorithm"] == "astrasim" and manifest["max_comm_in_flight_per_rank"] == 1
     assert manifest["workload_prefix"] == "workload/workload"

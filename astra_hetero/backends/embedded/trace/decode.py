@@ -186,17 +186,19 @@ def _attr_values(
 ) -> dict[str, Any]:
     values = cache.get(raw)
     if values is None:
-        values = {}
-        for blob in raw:
-            try:
-                attr = pb.AttributeProto.FromString(blob)
-            except DecodeError as exc:
-                raise RunDirError(f"{path}: {_label(node)} has a corrupt attribute ({exc})") from None
-            kind = attr.WhichOneof("value")
-            if kind is not None:
-                values[attr.name] = getattr(attr, kind)
+        values = dict(item for blob in raw if (item := _attribute(blob, path, node)) is not None)
         cache[raw] = values
     return values
+
+
+def _attribute(blob: bytes, path: Path, node: Any) -> tuple[str, Any] | None:
+    """(name, value) of one serialized AttributeProto, None when it holds no value."""
+    try:
+        attr = pb.AttributeProto.FromString(blob)
+    except DecodeError as exc:
+        raise RunDirError(f"{path}: {_label(node)} has a corrupt attribute ({exc})") from None
+    kind = attr.WhichOneof("value")
+    return None if kind is None else (attr.name, getattr(attr, kind))
 
 
 def _label(node: Any) -> str:
@@ -367,13 +369,9 @@ def _roofline_fields(raw: tuple[bytes, ...], path: Path, node: Any) -> tuple[boo
     for blob in raw:
         # AttributeProto.name is field 1: tag 0x0a, then a one-byte length for every name we read
         if len(blob) > 2 and blob[0] == 0x0A and blob[2 : 2 + blob[1]] in _ROOFLINE_NAMES:
-            try:
-                attr = pb.AttributeProto.FromString(blob)
-            except DecodeError as exc:
-                raise RunDirError(f"{path}: {_label(node)} has a corrupt attribute ({exc})") from None
-            kind = attr.WhichOneof("value")
-            if kind is not None:
-                values[attr.name] = getattr(attr, kind)
+            item = _attribute(blob, path, node)
+            if item is not None:
+                values[item[0]] = item[1]
     if "num_ops" not in values or "tensor_size" not in values:
         return None
     is_cpu = bool(values.get("is_cpu_op", False))
