@@ -99,5 +99,6 @@ def run(args: argparse.Namespace) -> int:
         f"imported {study.num_ranks} ranks ({study.trace_name}.<rank>.et, {study.backend} network "
         f"{' x '.join(map(str, study.dims))}) into {args.output}"
     )
-    print(f"next: astra-hetero run {args.output}   (or --backend analytical-unaware for real ASTRA-sim)")
+    real = "ns3" if study.backend == "ns3" else "analytical-unaware"
+    print(f"next: astra-hetero run {args.output}   (or --backend {real} for real ASTRA-sim)")
     return 0

@@ -82,6 +82,8 @@ def manifest(study: Study, ranks: list[dict[str, Any]], name: str, prefix: str) 
         "collective_algorithm": "astrasim",
         "max_comm_in_flight_per_rank": 1,
         "issue_order": "node_id",
+        # an ns-3 study's links as its packets use them (headers, ACKs: backends.md#link-models)
+        "link_model": "ns3_packets" if study.ns3 is not None else "ideal",
         "astrasim": {
             "network_backend": study.backend,
             "network_configuration": network,

@@ -161,8 +161,8 @@ def _approximations(
         notes.append("with several queues per dimension each collective's queue turns start afresh")
     if backend == "ns3":
         notes.append(
-            "the ns-3 network is priced without packets, queues or congestion control: every message at "
-            "its route's full rate plus the path latency"
+            "the ns-3 network is priced without queues or congestion control: every message at its "
+            "route's rate as the link model gives it, plus the path latency"
         )
     if scales is not None:
         notes.append(
