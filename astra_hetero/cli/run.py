@@ -46,6 +46,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(the reference the folded simulation is checked against)",
     )
     parser.add_argument(
+        "--collective-model",
+        choices=("ideal", "nccl"),
+        help="embedded backend: price collectives with this model instead of the run directory's (nccl: "
+        "what NCCL would do; ideal: ASTRA-sim's analytical collectives)",
+    )
+    parser.add_argument(
         "--iterations",
         type=positive_int,
         help="simulate this many back-to-back iterations (overrides the spec's `iterations:`)",
@@ -111,7 +117,12 @@ def backend_options(args: argparse.Namespace) -> dict[str, object]:
     iterations = getattr(args, "iterations", None)
     extra: dict[str, object] = {} if iterations is None else {"iterations": iterations}
     if args.backend == "embedded":
-        return {"fold": not getattr(args, "no_fold", False), **extra}
+        model = getattr(args, "collective_model", None)
+        return {
+            "fold": not getattr(args, "no_fold", False),
+            **extra,
+            **({"collective_model": model} if model else {}),
+        }
     return {
         "binary": args.binary,
         "bin_dir": args.bin_dir,
@@ -148,9 +159,14 @@ def original_result(run_dir: Path, args: argparse.Namespace) -> RunResult | None
     original = run_dir / "original"
     if not (original / "manifest.json").is_file() or not (run_dir / "overlay.yaml").is_file():
         return None
+    options = backend_options(args)
     if (original / "result.json").is_file():
         previous = read_result(original)
-        if previous.backend == args.backend:
+        model = options.get("collective_model")
+        if previous.backend == args.backend and model in (None, previous.meta.get("collective_model")):
             return previous
-    timeline = "none" if args.timeline == "none" else args.timeline
-    return execute(original, args.backend, timeline, **backend_options(args))
+    try:
+        return execute(original, args.backend, args.timeline, **options)
+    except RunDirError as exc:
+        print(f"(the study without its overlay was not simulated: {exc})")
+        return None

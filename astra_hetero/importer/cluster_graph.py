@@ -17,6 +17,21 @@ from astra_hetero.units import format_delay_ns, format_rate_gbps
 BITS_PER_GIB = (1 << 30) * 8 / 1e9  # Gbit/s per GiB/s
 
 
+def link_kinds(network: AnalyticalNetwork) -> list[str]:
+    """Each link line's kind, for the NCCL model: ASTRA-sim's dimension 0 of a multi-dimensional
+    network is its scale-up fabric (NVLink), every other dimension the scale-out network (NIC). An
+    assumption of the network files' convention, which a run with that model states."""
+    kinds = []
+    for d, dim in enumerate(network.dims):
+        kind = "nvlink" if d == 0 and len(network.dims) > 1 else "nic"
+        lines = network.num_npus // dim.npus
+        per_line = {"Switch": dim.npus, "FullyConnected": dim.npus * (dim.npus - 1) // 2}.get(
+            dim.block, dim.npus if dim.npus > 2 else 1
+        )
+        kinds += [kind] * (lines * per_line)
+    return kinds
+
+
 def topology_text(network: AnalyticalNetwork, scales: tuple[tuple[float, ...], ...] | None = None) -> str:
     n = network.num_npus
     switches: list[int] = []

@@ -33,6 +33,7 @@ from astra_hetero.importer.write import (
 )
 from astra_hetero.outputs import MARKER
 from astra_hetero.pipeline import run_dir_staging
+from astra_hetero.spec.catalog import gpu_catalog
 
 ORIGINAL = "original"
 
@@ -176,6 +177,8 @@ def _lay_workload(
         lay.rewrite_trace(study, rank, speeds[rank], Path(f"{prefix}.{rank}.et"), plan.path)
     for entry, speed in zip(manifest["ranks"], speeds, strict=True):
         entry["gpu"] = lay.device_label(entry["gpu"], speed)
+        if speed.gpu is not None:  # what the NCCL model tunes a communicator by
+            entry["architecture"] = gpu_catalog()[speed.gpu].architecture
     if overlay.links:
         manifest["astrasim"]["npu_link_scales"] = lay.NPU_LINK_SCALES
     manifest["overlay"] = lay.OVERLAY_COPY

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from astra_hetero import rundir
-from astra_hetero.importer.cluster_graph import topology_text
+from astra_hetero.importer.cluster_graph import link_kinds, topology_text
 from astra_hetero.importer.ns3_study import INPUT_KEYS
 from astra_hetero.importer.process_groups import has_metadata_nodes
 from astra_hetero.importer.study import Study
@@ -121,6 +121,7 @@ def write_network(study: Study, root: Path) -> None:
     if study.analytical is not None:
         shutil.copyfile(study.files.network, root / rundir.ANALYTICAL_NETWORK)
         (root / rundir.NS3_TOPOLOGY).write_text(topology_text(study.analytical))
+        rundir.write_json_atomic(root / rundir.NS3_LINK_KINDS, {"kinds": link_kinds(study.analytical)})
         return
     ns3 = study.ns3
     assert ns3 is not None
@@ -152,7 +153,13 @@ def import_record(study: Study, root: Path) -> dict[str, Any]:
         for key, relative in INPUT_KEYS.items():
             record(key, study.ns3.inputs[key], relative)
         record("logical-topology-configuration", study.ns3.logical_topology, rundir.NS3_LOGICAL_TOPOLOGY)
-    derived = {rundir.NS3_TOPOLOGY: "the analytical network's cluster graph"} if study.analytical else {}
+    derived = {}
+    if study.analytical is not None:
+        derived[rundir.NS3_TOPOLOGY] = "the analytical network's cluster graph"
+        derived[rundir.NS3_LINK_KINDS] = (
+            "each link's kind for the NCCL model (run --collective-model nccl): dimension 0 of a "
+            "multi-dimensional network NVLink, the other dimensions NIC"
+        )
     if study.files.comm_groups is None and study.groups:
         derived[rundir.COMM_GROUPS] = (
             "the process groups of the traces' METADATA nodes, for the embedded engine (the real "

@@ -201,3 +201,16 @@ def test_link_overlay_that_every_message_meets_equals_a_slower_network_file(stg,
     assert [r.finish_us for r in overlaid.ranks] == [
         r.finish_us for r in execute(tmp_path / "file", timeline="none").ranks
     ]
+
+
+def test_nccl_model_on_an_import_needs_the_gpus(stg, tmp_path, capsys):
+    files, root, plain = stg
+    assert cli.main(["run", str(root / "plain"), "--collective-model", "nccl", "--timeline", "none"]) == 2
+    assert "the NCCL model needs each rank's GPU architecture" in capsys.readouterr().err
+    text = 'npu_groups:\n  - {npus: "0-7", gpu: h100-sxm}\n  - {npus: "8-15", gpu: a100-80}\n'
+    import_study(files, tmp_path / "run", overlay=overlay(tmp_path, text))
+    from astra_hetero.backends.embedded.backend import EmbeddedBackend
+
+    result = EmbeddedBackend(timeline=False, collective_model="nccl").run(tmp_path / "run").result
+    assert result.meta["collective_model"] == "nccl" and result.iteration_time_us > 0
+    assert "link's kind taken from its dimension" in result.warnings[0]

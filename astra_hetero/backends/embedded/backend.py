@@ -38,12 +38,14 @@ class EmbeddedBackend:
         workers: int | None = None,
         fold: bool = True,
         iterations: int | None = None,
+        collective_model: str | None = None,
         **_ignored: Any,
     ) -> None:
         self.timeline = timeline
         self.workers = workers
         self.fold = fold
         self.iterations = iterations  # overrides dynamics.json's count (`run --iterations`)
+        self.collective_model = collective_model  # overrides the manifest's (`run --collective-model`)
 
     def run(self, run_dir: Path) -> RunOutput:
         started = time.perf_counter()
@@ -52,7 +54,7 @@ class EmbeddedBackend:
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            sim = read_run_dir(Path(run_dir))
+            sim = read_run_dir(Path(run_dir), self.collective_model)
             dynamics = read_dynamics(Path(run_dir), sim.num_ranks, sim.topology.num_links // 2)
             iterations = self.iterations or dynamics.iterations
             static = not dynamics.events and iterations == 1 and not sim.comm_overlap_slowdown

@@ -63,7 +63,8 @@ class SimInput:
         return rank < len(self.labels) and self.labels[rank].get("idle") is True
 
 
-def read_run_dir(root: Path) -> SimInput:
+def read_run_dir(root: Path, collective_model: str | None = None) -> SimInput:
+    """`collective_model`: nccl or ideal instead of the manifest's (`run --collective-model`)."""
     root = Path(root)
     if not root.is_dir():
         raise RunDirError(f"{root}: not a directory")
@@ -91,7 +92,15 @@ def read_run_dir(root: Path) -> SimInput:
             f"{root / rundir.NS3_TOPOLOGY}: {len(topology.npus)} non-switch nodes for {num_ranks} ranks"
         )
     groups = _comm_groups(prefix.parent / Path(rundir.COMM_GROUPS).name, num_ranks)
+    if collective_model is not None:
+        manifest = {**manifest, **_model_override(manifest, collective_model, root)}
     comm = read_comm_inputs(root, manifest, fields.labels, topology, num_ranks)
+    if comm.model == "nccl" and manifest.get("source") == "astrasim-import":
+        line = (
+            f"{APPROXIMATION}NCCL on an ASTRA-sim study: each link's kind taken from its dimension "
+            "(dimension 0 of a multi-dimensional network NVLink, the others NIC; ns3/link_kinds.json)"
+        )
+        comm = replace(comm, warnings=(line, *comm.warnings))
     system_file = _system_file(root, fields.system_configuration)
     roofline = read_system(system_file).roofline if system_file is not None else None
     study = read_study(root, manifest, system_file)
@@ -137,6 +146,34 @@ def read_traces(sim: SimInput, ranks: list[int], workers: int | None = None) -> 
     for rank, trace in zip(ranks, traces, strict=True):
         check_compute_times(trace, sim.trace_paths[rank], sim.is_idle(rank), sim.system_file)
     return traces
+
+
+def _model_override(manifest: dict[str, Any], model: str, root: Path) -> dict[str, Any]:
+    """The manifest keys that choose `model` for this run. NCCL's model needs each link's kind and each
+    rank's GPU architecture: said at once when the directory lacks them, never a silent fallback."""
+    if model not in ("ideal", "nccl"):
+        raise RunDirError(f"collective model must be ideal or nccl, not {model!r}")
+    if model == "ideal":
+        keep = manifest.get("collective_model") == "ideal"
+        return {
+            "collective_model": "ideal",
+            "collective_algorithm": manifest.get("collective_algorithm") if keep else None,
+        }
+    ranks = manifest.get("ranks") or []
+    if (
+        not (root / rundir.NS3_LINK_KINDS).is_file()
+        or not ranks
+        or not all(r.get("architecture") for r in ranks)
+    ):
+        missing = (
+            "the kind of each link (ns3/link_kinds.json)"
+            if not (root / rundir.NS3_LINK_KINDS).is_file()
+            else (
+                "each rank's GPU architecture (an imported study gets it from an overlay's npu_groups gpu:)"
+            )
+        )
+        raise RunDirError(f"{root}: the NCCL model needs {missing}")
+    return {"collective_model": "nccl", "collective_algorithm": None, "collective_protocol": "auto"}
 
 
 def _system_file(root: Path, relative: str | None) -> Path | None:
