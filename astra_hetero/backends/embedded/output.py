@@ -103,8 +103,9 @@ def _rank_result(
     return RankResult(
         rank=rank,
         gpu=str(label.get("gpu", "npu")),
-        stage=optional_int(label.get("stage", 0)),
-        replica=optional_int(label.get("replica", 0)),
+        # what the run directory does not say stays unknown (a plain ASTRA-sim directory's ranks)
+        stage=optional_int(label.get("stage")),
+        replica=optional_int(label.get("replica")),
         finish_us=outcome.finish_ns[row] / iterations / 1000,
         compute_us=compute / 1000,
         exposed_comm_us=exposed / 1000,
