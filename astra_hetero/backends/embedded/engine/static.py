@@ -26,6 +26,7 @@ from itertools import pairwise
 from astra_hetero.backends.embedded.engine import events
 from astra_hetero.backends.embedded.engine.comm import PlainComm
 from astra_hetero.backends.embedded.engine.deadlock import deadlock_report
+from astra_hetero.backends.embedded.engine.lanes import HostLane, LowestFirst
 from astra_hetero.backends.embedded.engine.records import Comm, EngineOutcome
 from astra_hetero.backends.embedded.engine.workload import FlatWorkload
 from astra_hetero.backends.embedded.folding.comm import FoldedComm
@@ -35,21 +36,7 @@ from astra_hetero.backends.embedded.trace.records import KIND_COLL, KIND_COMP, K
 from astra_hetero.errors import RunDirError, SimulationDeadlock
 
 
-class LowestFirst(list):
-    """A rank's ready compute nodes, handed out lowest node first: ASTRA-sim issues the ready nodes
-    of a rank in id order (`Workload::issue_dep_free_nodes`); with nodes in id order (`flatten`'s
-    `id_order`) the lowest index is the lowest id."""
-
-    __slots__ = ()
-
-    def append(self, g: int) -> None:  # type: ignore[override]
-        heapq.heappush(self, g)
-
-    def popleft(self) -> int:
-        return heapq.heappop(self)
-
-
-class Engine:
+class Engine(HostLane):
     """Simulates the ranks of `workload` (every rank, or one per folded class) with `comm` answering
     how their collectives meet and what their flows load (see `engine.comm`, `folding.comm`).
     `lowest_first`: ready compute nodes start lowest node first instead of in the order they became
@@ -271,26 +258,6 @@ class Engine:
                 self.queue.push_batched(now + self.durations_ns[g], events.COMPUTE_DONE, g)
             else:
                 self.busy[rank] = False
-
-    def _ready_cpu(self, g: int, now: int) -> None:
-        rank = self.rank_of[g]
-        if self.cpu_busy[rank]:
-            self.ready_cpu[rank].append(g)
-            return
-        self.cpu_busy[rank] = True
-        self.start_ns[g] = now
-        self.queue.push(now + self.durations_ns[g], events.CPU_DONE, g)
-
-    def _cpu_done(self, g: int, now: int) -> None:
-        rank = self.rank_of[g]
-        self._complete(g, now)  # still busy: host operators it releases queue up behind earlier ones
-        waiting = self.ready_cpu[rank]
-        if waiting:
-            nxt = waiting.popleft()
-            self.start_ns[nxt] = now
-            self.queue.push(now + self.durations_ns[nxt], events.CPU_DONE, nxt)
-        else:
-            self.cpu_busy[rank] = False
 
     # --- collectives ------------------------------------------------------------------------------
     def _collective(self, g: int, group: int) -> Comm:

@@ -23,6 +23,12 @@ from google.protobuf.message import DecodeError
 
 from astra_hetero import chakra_io
 from astra_hetero.astrasim_inputs.system import Roofline
+from astra_hetero.backends.embedded.trace.attributes import INT64_MAX, attribute, label, require
+from astra_hetero.backends.embedded.trace.compute import (
+    CPU_OP_TRUE,
+    compute_times,
+    is_cpu_op_true,
+)
 from astra_hetero.backends.embedded.trace.deps import packed_deps_of, resolve_deps, typed_deps_of
 from astra_hetero.backends.embedded.trace.records import (
     KIND_COLL,
@@ -36,12 +42,9 @@ from astra_hetero.backends.embedded.trace.records import (
 from astra_hetero.chakra_io import pb
 from astra_hetero.errors import RunDirError
 
-# Bounds on what one node may ask for. Beyond them a value is corrupt rather than large: a compute node
-# of 2^40 µs (12.7 days) or a transfer of 2^53 bytes (8 PiB, where float byte counts stop being exact)
-# would make an iteration time meaningless, and int64 nanoseconds would overflow soon after.
-MAX_DURATION_US = 1 << 40
+# Beyond this a transfer is corrupt rather than large: 2^53 bytes (8 PiB) is where float byte counts
+# stop being exact (compute nodes have their bound in `compute.MAX_DURATION_US`).
 MAX_COMM_BYTES = 1 << 53
-_INT64_MAX = (1 << 63) - 1
 _KINDS = {
     pb.METADATA_NODE: KIND_CPU,  # process-group records of PyTorch traces: no time (ASTRA-sim skips them)
     pb.COMP_NODE: KIND_COMP,
@@ -186,37 +189,9 @@ def _attr_values(
 ) -> dict[str, Any]:
     values = cache.get(raw)
     if values is None:
-        values = dict(item for blob in raw if (item := _attribute(blob, path, node)) is not None)
+        values = dict(item for blob in raw if (item := attribute(blob, path, node)) is not None)
         cache[raw] = values
     return values
-
-
-def _attribute(blob: bytes, path: Path, node: Any) -> tuple[str, Any] | None:
-    """(name, value) of one serialized AttributeProto, None when it holds no value."""
-    try:
-        attr = pb.AttributeProto.FromString(blob)
-    except DecodeError as exc:
-        raise RunDirError(f"{path}: {_label(node)} has a corrupt attribute ({exc})") from None
-    kind = attr.WhichOneof("value")
-    return None if kind is None else (attr.name, getattr(attr, kind))
-
-
-def _label(node: Any) -> str:
-    return f"node {node.id} ({node.name.decode('utf-8', 'replace')!r})"
-
-
-def _require(
-    values: dict[str, Any], key: str, path: Path, node: Any, low: int = 0, high: int = _INT64_MAX
-) -> int:
-    """The integer attribute `key`, which must lie in [low, high] (an int, never a bool or a float)."""
-    if key not in values:
-        raise RunDirError(f"{path}: {_label(node)} lacks required attribute {key!r}")
-    value = values[key]
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise RunDirError(f"{path}: {_label(node)} attribute {key!r} must be an integer, not {value!r}")
-    if not low <= value <= high:
-        raise RunDirError(f"{path}: {_label(node)} attribute {key}={value} is outside {low}..{high}")
-    return value
 
 
 def read_rank_trace(path: Path, num_ranks: int, roofline: Roofline | None = None) -> RankTrace:
@@ -244,7 +219,7 @@ def decode_rank_trace(
     ids = np.array([node.id for node in nodes], dtype=np.uint64)
     names = [node.name for node in nodes]
     kinds = _kinds(path, nodes, data)
-    durations, untimed, untimed_roofline = _compute_times(path, nodes, kinds, roofline)
+    durations, untimed, untimed_roofline = compute_times(path, nodes, kinds, roofline)
     sizes, tags = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     coll_types, peers = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
     groups = np.full(n, -1, dtype=np.int64)
@@ -299,85 +274,13 @@ def _comm_fields(
     values: dict[str, Any], kind: int, num_ranks: int, path: Path, node: Any, group_index: dict[str, int]
 ) -> tuple[int, int, int, int, int]:
     """(size, collective type, group index, peer, tag) of a communication node, validated."""
-    size = _require(values, "comm_size", path, node, high=MAX_COMM_BYTES)
+    size = require(values, "comm_size", path, node, high=MAX_COMM_BYTES)
     if kind == KIND_COLL:
-        coll_type = _require(values, "comm_type", path, node)
+        coll_type = require(values, "comm_type", path, node)
         group = group_index.setdefault(str(values.get("pg_name", "")), len(group_index))
         return size, coll_type, group, -1, 0
-    tag = _require(values, "comm_tag", path, node, low=-_INT64_MAX)
+    tag = require(values, "comm_tag", path, node, low=-INT64_MAX)
     return size, -1, -1, _peer(values, kind, num_ranks, path, node), tag
-
-
-def _compute_times(
-    path: Path, nodes: list[Any], kinds: np.ndarray, roofline: Roofline | None
-) -> tuple[np.ndarray, int, bool]:
-    """Compute times in ns (0 for other nodes), as ASTRA-sim times them, and the untimed node (see
-    RankTrace.untimed).
-
-    Roofline on: a GPU compute node (`is_cpu_op` false or absent) takes `roofline.time_ns(num_ops,
-    tensor_size)`; both attributes are required. Otherwise, and for CPU nodes, a node replays its
-    `duration_micros` × 1000 ns, and a duration of 0 takes 1 ns (`Workload::issue_replay`): in a trace
-    that has durations, 0 means a kernel shorter than the microsecond Chakra records.
-    """
-    micros = np.array([node.duration_micros for node in nodes], dtype=np.uint64)
-    compute = kinds <= KIND_COMP  # GPU and host operators
-    micros[~compute] = 0
-    too_long = np.flatnonzero(micros > MAX_DURATION_US)
-    if len(too_long):
-        node = nodes[int(too_long[0])]
-        raise RunDirError(
-            f"{path}: {_label(node)} duration_micros={node.duration_micros} exceeds the "
-            f"{MAX_DURATION_US} µs a node may take"
-        )
-    times = micros.astype(np.int64) * 1000
-    times[compute & (micros == 0)] = 1
-    times[np.array([node.type == pb.METADATA_NODE for node in nodes], dtype=bool)] = 0
-    where = np.flatnonzero(compute).tolist()
-    if roofline is not None:  # GPU nodes timed by the roofline; host operators replay their durations
-        where = np.flatnonzero(kinds == KIND_COMP).tolist()
-        cache: dict[tuple[bytes, ...], tuple[bool, int, int] | None] = {}
-        for i in where:
-            node = nodes[i]
-            raw = tuple(node.attr)
-            fields = cache.get(raw, ())
-            if fields == ():
-                fields = cache[raw] = _roofline_fields(raw, path, node)
-            if fields is None:
-                raise RunDirError(
-                    f"{path}: {_label(node)} lacks num_ops or tensor_size, which roofline mode needs "
-                    f"({roofline.source or 'the system file'} sets roofline-enabled)"
-                )
-            is_cpu, num_ops, tensor_size = fields
-            if not is_cpu:
-                times[i] = roofline.time_ns(num_ops, tensor_size)
-        return times, -1, False
-    if where and not micros[compute].any():  # no compute node carries a time: an idle rank's
-        node = nodes[where[0]]  # placeholder (no work, no time) or an error (rundir.compute_times)
-        times[compute] = 0
-        return times, where[0], _roofline_fields(tuple(node.attr), path, node) is not None
-    return times, -1, False
-
-
-_ROOFLINE_NAMES = (b"is_cpu_op", b"num_ops", b"tensor_size")
-
-
-def _roofline_fields(raw: tuple[bytes, ...], path: Path, node: Any) -> tuple[bool, int, int] | None:
-    """(is_cpu_op, num_ops, tensor_size) of a compute node, or None without num_ops or tensor_size.
-    Only these attributes are parsed: the converter's and STG's others (inputs, outputs, op_schema)
-    would cost more than the rest of the node."""
-    values: dict[str, Any] = {}
-    for blob in raw:
-        # AttributeProto.name is field 1: tag 0x0a, then a one-byte length for every name we read
-        if len(blob) > 2 and blob[0] == 0x0A and blob[2 : 2 + blob[1]] in _ROOFLINE_NAMES:
-            item = _attribute(blob, path, node)
-            if item is not None:
-                values[item[0]] = item[1]
-    if "num_ops" not in values or "tensor_size" not in values:
-        return None
-    is_cpu = bool(values.get("is_cpu_op", False))
-    num_ops = _require(values, "num_ops", path, node)
-    tensor_size = _require(values, "tensor_size", path, node)
-    return is_cpu, num_ops, tensor_size
 
 
 def _kinds(path: Path, nodes: list[Any], data: bytes) -> np.ndarray:
@@ -388,32 +291,21 @@ def _kinds(path: Path, nodes: list[Any], data: bytes) -> np.ndarray:
         if node_type not in _KINDS:
             _unsupported(path, nodes[int(np.argmax(where))])
         kinds[where] = _KINDS[node_type]
-    if any(pattern in data for pattern in _CPU_OP_TRUE):  # host operators: only then read the attribute
+    if any(pattern in data for pattern in CPU_OP_TRUE):  # host operators: only then read the attribute
         for i in np.flatnonzero(kinds == KIND_COMP).tolist():
-            if any(_is_cpu_op_true(blob) for blob in nodes[i].attr):
+            if any(is_cpu_op_true(blob) for blob in nodes[i].attr):
                 kinds[i] = KIND_CPU
     return kinds
-
-
-# `is_cpu_op` true as the converter (bool_val, field 27) and STG (int32_val, field 7) write it, or as
-# int64 (field 9): AttributeProto name field then the value's tag and 1
-_CPU_OP_NAME = b"\x0a\x09is_cpu_op"
-_CPU_OP_VALUES = (b"\xd8\x01\x01", b"\x38\x01", b"\x48\x01")
-_CPU_OP_TRUE = tuple(_CPU_OP_NAME + value for value in _CPU_OP_VALUES)
-
-
-def _is_cpu_op_true(blob: bytes) -> bool:
-    return blob.startswith(_CPU_OP_NAME) and blob[len(_CPU_OP_NAME) :] in _CPU_OP_VALUES
 
 
 def _unsupported(path: Path, node: Any) -> None:
     type_name = pb.NodeType.Name(node.type) if node.type in pb.NodeType.values() else node.type
     raise RunDirError(
-        f"{path}: {_label(node)} has unsupported type {type_name}; "
+        f"{path}: {label(node)} has unsupported type {type_name}; "
         "the embedded engine runs COMP, COMM_COLL, COMM_SEND, COMM_RECV and METADATA nodes"
     )
 
 
 def _peer(values: dict[str, Any], kind: int, num_ranks: int, path: Path, node: Any) -> int:
     key = "comm_dst" if kind == KIND_SEND else "comm_src"
-    return _require(values, key, path, node, high=num_ranks - 1)
+    return require(values, key, path, node, high=num_ranks - 1)
