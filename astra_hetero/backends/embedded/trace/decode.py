@@ -277,6 +277,12 @@ def _comm_fields(
     size = require(values, "comm_size", path, node, high=MAX_COMM_BYTES)
     if kind == KIND_COLL:
         coll_type = require(values, "comm_type", path, node)
+        dims = values.get("involved_dim")
+        if dims is not None and not all(getattr(dims, "values", ())):
+            raise RunDirError(
+                f"{path}: {label(node)} runs its collective on some network dimensions only (involved_dim "
+                f"{list(getattr(dims, 'values', ()))}), which the embedded engine does not model"
+            )
         group = group_index.setdefault(str(values.get("pg_name", "")), len(group_index))
         return size, coll_type, group, -1, 0
     tag = require(values, "comm_tag", path, node, low=-INT64_MAX)
