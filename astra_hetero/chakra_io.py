@@ -53,7 +53,11 @@ def collective_type(name: str) -> int:
 
 def frame(message: Any) -> bytes:
     """One length-delimited record."""
-    body = message.SerializeToString()
+    return frame_bytes(message.SerializeToString())
+
+
+def frame_bytes(body: bytes) -> bytes:
+    """A record read by `iter_records`, framed again as it was."""
     return _VarintBytes(len(body)) + body
 
 

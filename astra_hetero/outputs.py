@@ -165,19 +165,22 @@ def publish_output(
     force: bool = False,
     what: str = "output",
     foreign_ok: bool = False,
+    replaced: tuple[str, ...] | None = None,
 ) -> Iterator[OutputStaging]:
     """Assemble a new state of `root` and publish it whole (see the module docstring).
 
     `known_parts`: the entries each part has in directories written before the marker. An existing,
     non-empty directory that is not ours is written into only with `force`, or, with `foreign_ok`
-    (running a plain ASTRA-sim input directory), as long as none of these names is in it.
+    (running a plain ASTRA-sim input directory), as long as none of the names this publication
+    replaces (`replaced`, default: all of these) is in it.
     """
     known = {entry for entries in known_parts.values() for entry in entries}
+    at_stake = set(replaced) if replaced is not None else known
     with staged(root) as staging:
         previous = staging.previous
         entries = set(staging.previous_entries())
         if previous is not None and entries and not force and not is_ours(previous):
-            clashes = sorted(entries & (known | {MARKER}))
+            clashes = sorted(entries & (at_stake | {MARKER}))
             if clashes or not foreign_ok:
                 holds = (
                     f"it holds {', '.join(clashes)}, which would be replaced"

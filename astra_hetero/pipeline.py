@@ -53,8 +53,10 @@ def topology_inputs(spec: RunSpec) -> str:
 @contextmanager
 def run_dir_staging(out: Path, force: bool = False, foreign_ok: bool = False) -> Iterator[OutputStaging]:
     """A new state of the run directory `out`, published whole when the block ends without error."""
+    # running a plain input directory keeps its inputs: only the result's names would be replaced
+    replaced = RUN_PARTS["result"] if foreign_ok else None
     with publish_output(
-        Path(out), RUN_PARTS, force=force, what="run directory", foreign_ok=foreign_ok
+        Path(out), RUN_PARTS, force=force, what="run directory", foreign_ok=foreign_ok, replaced=replaced
     ) as run:
         yield run
 

@@ -25,6 +25,7 @@ is built beside it and published in one step (`outputs.publish_output`). Readers
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -101,6 +102,15 @@ def read_json_object(path: Path, if_missing: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise RunDirError(f"{path}: expected a JSON object")
     return data
+
+
+def file_sha256(path: Path) -> str:
+    """The hex SHA-256 of a file's bytes, read a MiB at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -23,7 +23,18 @@ if TYPE_CHECKING:
     from typing import Any
 
 # Each module defines `register(subparsers) -> None`, which sets `func(args) -> int` as a default.
-SUBCOMMANDS = ("generate", "topology", "build", "run", "report", "sweep", "profile", "plan", "study")
+SUBCOMMANDS = (
+    "generate",
+    "topology",
+    "build",
+    "import_",
+    "run",
+    "report",
+    "sweep",
+    "profile",
+    "plan",
+    "study",
+)
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 

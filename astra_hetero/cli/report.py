@@ -19,7 +19,12 @@ from astra_hetero.results.compare import RunSummary, report_json, summarize
 from astra_hetero.results.io import read_result
 from astra_hetero.results.jobs_report import run_summary_tables
 from astra_hetero.results.model import RunResult
-from astra_hetero.results.report import comparison_tables, to_markdown, to_text
+from astra_hetero.results.report import (
+    comparison_tables,
+    side_by_side_table,
+    to_markdown,
+    to_text,
+)
 from astra_hetero.rundir import write_json_atomic, write_text_atomic
 
 REPORT_DIR = "report"
@@ -51,11 +56,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     run_dirs: list[Path] = list(args.run_dirs)
-    labels = run_labels(run_dirs)
+    if len(run_dirs) == 1 and overlaid_original(run_dirs[0]) is not None:
+        # an imported study with an overlay: the study as given first, then the overlaid one
+        return _run(
+            args, [overlaid_original(run_dirs[0]), run_dirs[0]], ["original", run_dirs[0].name], run_dirs[0]
+        )
+    return _run(args, run_dirs, run_labels(run_dirs), None)
+
+
+def overlaid_original(run_dir: Path) -> Path | None:
+    """The study `run_dir` lays an overlay over (its `original/`), once both have a result."""
+    original = run_dir / "original"
+    overlaid = (run_dir / "overlay.yaml").is_file() and (original / "result.json").is_file()
+    return original if overlaid and (run_dir / "result.json").is_file() else None
+
+
+def _run(args: argparse.Namespace, run_dirs: list[Path], labels: list[str], home: Path | None) -> int:
     results = [(label, read_result(run_dir)) for label, run_dir in zip(labels, run_dirs, strict=True)]
-    out_dir = args.output or default_output(run_dirs)
-    print(report_text(results), end="")
-    written = write_report(results, run_dirs, out_dir, plots=not args.no_plots, force=args.force)
+    out_dir = args.output or default_output([home] if home is not None else run_dirs)
+    per_rank = home is not None
+    print(report_text(results, per_rank), end="")
+    written = write_report(
+        results, run_dirs, out_dir, plots=not args.no_plots, force=args.force, per_rank=per_rank
+    )
     for path in written:
         print(f"wrote {path}")
     return 0
@@ -87,12 +110,19 @@ def default_output(run_dirs: Sequence[Path]) -> Path:
     return path
 
 
-def report_text(results: Sequence[tuple[str, RunResult]]) -> str:
+def report_text(results: Sequence[tuple[str, RunResult]], per_rank: bool = False) -> str:
     summaries = summarize(results)
     parts = [to_text(run_summary_tables(s)) for s in summaries]
     if len(summaries) >= 2:
-        parts.append(to_text(comparison_tables(summaries)))
+        parts.append(to_text(_comparison(summaries, per_rank)))
     return "\n".join(parts)
+
+
+def _comparison(summaries: Sequence[RunSummary], per_rank: bool) -> list:
+    tables = comparison_tables(summaries)
+    if per_rank and len(summaries) == 2:
+        tables.append(side_by_side_table(*summaries))
+    return tables
 
 
 def write_report(
@@ -101,6 +131,7 @@ def write_report(
     out_dir: Path,
     plots: bool = True,
     force: bool = False,
+    per_rank: bool = False,
 ) -> list[Path]:
     """Write PNGs (unless `plots` is false), report.json and report.md into `out_dir`, replacing the
     previous report there as a whole; return their paths."""
@@ -115,12 +146,14 @@ def write_report(
         for entry, run_dir in zip(data["runs"], run_dirs, strict=True):
             entry["run_dir"] = str(run_dir)
         write_json_atomic(staging / "report.json", data)
-        write_text_atomic(staging / "report.md", _markdown(summaries, run_dirs, names))
+        write_text_atomic(staging / "report.md", _markdown(summaries, run_dirs, names, per_rank))
         written = sorted(p.name for p in staging.iterdir())
     return [out_dir / name for name in written]
 
 
-def _markdown(summaries: Sequence[RunSummary], run_dirs: Sequence[Path], plots: Sequence[str]) -> str:
+def _markdown(
+    summaries: Sequence[RunSummary], run_dirs: Sequence[Path], plots: Sequence[str], per_rank: bool = False
+) -> str:
     lines = ["# astra-hetero report", ""]
     lines += [
         f"- **{s.label}**: `{run_dir}` ({s.result.backend}, {s.result.num_ranks} ranks)"
@@ -128,7 +161,7 @@ def _markdown(summaries: Sequence[RunSummary], run_dirs: Sequence[Path], plots: 
     ]
     sections = ["\n".join(lines) + "\n"]
     if len(summaries) >= 2:
-        sections.append("## Comparison\n\n" + to_markdown(comparison_tables(summaries)))
+        sections.append("## Comparison\n\n" + to_markdown(_comparison(summaries, per_rank)))
     sections += [f"## {s.label}\n\n" + to_markdown(run_summary_tables(s)) for s in summaries]
     if plots:
         sections.append("## Plots\n\n" + "\n\n".join(f"![{name}]({name})" for name in plots) + "\n")

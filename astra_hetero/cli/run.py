@@ -46,6 +46,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(the reference the folded simulation is checked against)",
     )
     parser.add_argument(
+        "--collective-model",
+        choices=("ideal", "nccl"),
+        help="embedded backend: price collectives with this model instead of the run directory's (nccl: "
+        "what NCCL would do; ideal: ASTRA-sim's analytical collectives)",
+    )
+    parser.add_argument(
         "--iterations",
         type=positive_int,
         help="simulate this many back-to-back iterations (overrides the spec's `iterations:`)",
@@ -54,6 +60,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--no-solo",
         action="store_true",
         help="several jobs (`jobs:`): skip simulating each job alone (its slowdown is then not reported)",
+    )
+    parser.add_argument(
+        "--hetero",
+        type=Path,
+        metavar="OVERLAY.yaml",
+        help="an imported study: lay this heterogeneity overlay over it first (the study as it was moves "
+        "to RUN_DIR/original; -o writes the overlaid study elsewhere)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_force_argument(parser)
@@ -76,6 +89,13 @@ def simulate(args: argparse.Namespace) -> tuple[Path, RunResult]:
     it (inputs and result published together)."""
     source, output = args.source, args.output
     options = backend_options(args)
+    if getattr(args, "hetero", None) is not None:
+        if not source.is_dir():
+            raise RunDirError(f"{source}: --hetero lays an overlay over an imported run directory")
+        from astra_hetero.importer.pipeline import overlay_run_dir
+
+        overlay_run_dir(source, args.hetero, output, force=args.force)
+        source, output = output or source, None
     if source.is_dir():
         if output is not None and os.path.realpath(output) != os.path.realpath(source):
             raise RunDirError(f"{source} is a run directory; -o must be omitted or name the same directory")
@@ -104,7 +124,12 @@ def backend_options(args: argparse.Namespace) -> dict[str, object]:
     if getattr(args, "no_solo", False):
         extra["solo"] = False
     if args.backend == "embedded":
-        return {"fold": not getattr(args, "no_fold", False), **extra}
+        model = getattr(args, "collective_model", None)
+        return {
+            "fold": not getattr(args, "no_fold", False),
+            **extra,
+            **({"collective_model": model} if model else {}),
+        }
     return {
         "binary": args.binary,
         "bin_dir": args.bin_dir,
@@ -121,4 +146,34 @@ def run(args: argparse.Namespace) -> int:
     print(render_run_summary(result, label=run_dir.name))
     wrote = "result.json" + ("" if args.timeline == "none" else " and trace.json")
     print(f"wrote {wrote} in {run_dir}")
+    original = original_result(run_dir, args)
+    if original is not None:
+        change = (
+            result.iteration_time_us / original.iteration_time_us - 1 if original.iteration_time_us else 0.0
+        )
+        print(
+            f"the study without its overlay (original/): {original.iteration_time_us / 1000:.4g} ms; with it "
+            f"{result.iteration_time_us / 1000:.4g} ms ({change:+.1%}); `astra-hetero report {run_dir}` "
+            "compares them side by side"
+        )
     return 0
+
+
+def original_result(run_dir: Path, args: argparse.Namespace) -> RunResult | None:
+    """An overlaid import's original study, simulated by the same backend if it has no such result."""
+    from astra_hetero.results.io import read_result
+
+    original = run_dir / "original"
+    if not (original / "manifest.json").is_file() or not (run_dir / "overlay.yaml").is_file():
+        return None
+    options = backend_options(args)
+    if (original / "result.json").is_file():
+        previous = read_result(original)
+        model = options.get("collective_model")
+        if previous.backend == args.backend and model in (None, previous.meta.get("collective_model")):
+            return previous
+    try:
+        return execute(original, args.backend, args.timeline, **options)
+    except RunDirError as exc:
+        print(f"(the study without its overlay was not simulated: {exc})")
+        return None

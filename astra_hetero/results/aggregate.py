@@ -65,19 +65,22 @@ class GroupStats:
         }
 
 
-def _stage_key(stage: int | None) -> tuple[int, int]:
-    """Stages in order, then the GPUs a plan leaves idle (stage None)."""
-    return (1, 0) if stage is None else (0, stage)
+def _stage_key(rank: RankResult) -> tuple[int, int]:
+    """Stages in order, then ranks whose stage the traces do not show (an imported study's; they
+    work), then the GPUs a plan leaves idle (no stage, no work)."""
+    if rank.stage is not None:
+        return (0, rank.stage)
+    return (1, 0) if rank.compute_us > 0 or rank.exposed_comm_us > 0 else (2, 0)
 
 
 def _stage_label(key: tuple[Any, ...]) -> str:
-    return "idle GPUs" if key[0] else f"stage {key[1]}"
+    return ("stage {}", "stage unknown", "idle GPUs")[key[0]].format(key[1])
 
 
 _KEYS: dict[Grouping, Callable[[RankResult], tuple[Any, ...]]] = {
-    "stage": lambda r: _stage_key(r.stage),
+    "stage": _stage_key,
     "gpu": lambda r: (r.gpu,),
-    "stage_gpu": lambda r: (*_stage_key(r.stage), r.gpu),
+    "stage_gpu": lambda r: (*_stage_key(r), r.gpu),
     "rank": lambda r: (r.rank,),
 }
 

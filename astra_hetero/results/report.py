@@ -139,6 +139,25 @@ def comparison_tables(summaries: Sequence[RunSummary]) -> list[TextTable]:
     return [iteration, stages, idle]
 
 
+def side_by_side_table(before: RunSummary, after: RunSummary) -> TextTable:
+    """Each rank's compute, exposed communication and idle in two runs of the same ranks (a study and
+    the study with an overlay), ranks with the same six figures on one row."""
+    scale, unit = time_unit(max(before.result.iteration_time_us, after.result.iteration_time_us))
+    rows: dict[tuple[str, ...], list[int]] = {}
+    for a, b in zip(before.result.ranks, after.result.ranks, strict=True):
+        cells = tuple(
+            f"{format_number(getattr(a, key) / scale)} → {format_number(getattr(b, key) / scale)}"
+            for key in ("compute_us", "exposed_comm_us", "idle_us")
+        )
+        rows.setdefault((b.gpu, *cells), []).append(a.rank)
+    return TextTable(
+        title=f"per rank, {before.label} → {after.label} ({unit})",
+        columns=("ranks", "GPU", "compute", "exposed comm", "idle"),
+        rows=tuple((_ranges(ranks), *key) for key, ranks in sorted(rows.items(), key=lambda kv: kv[1][0])),
+        caption="ranks with the same figures in both runs share a row",
+    )
+
+
 def time_unit(largest_us: float) -> tuple[float, str]:
     """(divisor, name) of the unit that shows `largest_us` with at most three integer digits."""
     return next(((scale, name) for scale, name in _UNITS if abs(largest_us) >= scale), _UNITS[-1])

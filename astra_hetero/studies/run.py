@@ -67,7 +67,7 @@ def inputs_digest(point: StudyPoint, options: dict[str, Any]) -> str:
         "backend": point.backend,
         # the embedded engine ignores the ASTRA-sim options, so they must not rerun its points
         "options": {key: options.get(key) for key in ANSWER_OPTIONS} if point.backend != "embedded" else {},
-        "calibration_sha256": _file_digest(Path(calibration)) if calibration else None,
+        "calibration_sha256": rundir.file_sha256(Path(calibration)) if calibration else None,
         "version": __version__,
     }
     text = json.dumps(inputs, sort_keys=True, default=str, separators=(",", ":"))
@@ -85,7 +85,7 @@ def is_complete(run_dir: Path, digest: str) -> bool:
     return (
         isinstance(record, dict)
         and record.get("inputs_sha256") == digest
-        and record.get("result_sha256") == _file_digest(result_path)
+        and record.get("result_sha256") == rundir.file_sha256(result_path)
     )
 
 
@@ -151,14 +151,6 @@ def _write_record(run_dir: Path, digest: str, point: StudyPoint) -> None:
             "levels": point.levels,
             "backend": point.backend,
             "inputs_sha256": digest,
-            "result_sha256": _file_digest(run_dir / rundir.RESULT),
+            "result_sha256": rundir.file_sha256(run_dir / rundir.RESULT),
         },
     )
-
-
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()

@@ -71,3 +71,12 @@ def test_dependency_cycle_is_reported_as_deadlock(tmp_path):
     root = _pair(tmp_path, {0: [comp(0, 1, (1,)), comp(1, 1, (0,))], 1: [comp(0, 1)]})
     with pytest.raises(SimulationDeadlock, match="dependency cycle"):
         EmbeddedBackend().run(root)
+
+
+def test_collectives_on_some_dimensions_only_are_refused(tmp_path):
+    node = coll(0, "all_reduce", 1024)
+    attr = node.attr.add(name="involved_dim")
+    attr.bool_list.values.extend([True, False])
+    write_run_dir(tmp_path, {0: [node], 1: [coll(0, "all_reduce", 1024)]}, single_switch(2))
+    with pytest.raises(RunDirError, match=r"involved_dim \[True, False\]"):
+        EmbeddedBackend().run(tmp_path)

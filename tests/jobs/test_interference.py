@@ -21,7 +21,9 @@ def _job(result, name):
     return next(job for job in result.jobs if job["name"] == name)
 
 
-@pytest.mark.parametrize("data", [packed(1.0), spread(1.0), packed(2.0)], ids=["packed", "spread", "packed-2:1"])
+@pytest.mark.parametrize(
+    "data", [packed(1.0), spread(1.0), packed(2.0)], ids=["packed", "spread", "packed-2:1"]
+)
 def test_jobs_that_share_no_bottleneck_take_exactly_their_solo_time(tmp_path, data):
     result = _run(tmp_path, data)
     for job in result.jobs:
@@ -61,7 +63,9 @@ def test_a_two_to_one_spine_slows_simultaneous_all_reduces_as_max_min_sharing_im
     assert uplink["kind"] == "uplink" and uplink["gbps"] == 400.0 and uplink["num_lines"] == 2
     # ring all-reduce of 2 ranks: S/2 per step, two steps, each way
     assert uplink["bytes"] == {"a": reduced[0].bytes, "b": reduced[0].bytes}
-    assert uplink["busy"] == pytest.approx(2 * reduced[0].bytes / (UPLINK_BYTES_PER_NS * a["iteration_time_us"] * 1000), abs=1e-6)
+    assert uplink["busy"] == pytest.approx(
+        2 * reduced[0].bytes / (UPLINK_BYTES_PER_NS * a["iteration_time_us"] * 1000), abs=1e-6
+    )
 
 
 def test_a_job_that_starts_after_the_other_has_finished_is_unaffected(tmp_path):

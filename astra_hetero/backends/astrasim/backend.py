@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from astra_hetero import rundir
-from astra_hetero.backends.astrasim.command import FLAVORS, Flavor, build_command
+from astra_hetero.backends.astrasim.command import FLAVORS, Flavor, build_command, run_files
 from astra_hetero.backends.astrasim.dynamics_check import refuse_dynamics
 from astra_hetero.backends.astrasim.jobs import refuse_schedule, solo_times
 from astra_hetero.backends.astrasim.locate import locate_binary
@@ -62,6 +62,7 @@ class AstraSimBackend:
         manifest = rundir.RunDir(run_dir).read_manifest()
         jobs = read_jobs(manifest, len(rank_labels(manifest, run_dir)), run_dir / rundir.MANIFEST)
         refuse_schedule(jobs, self.name)
+        run_files(self.flavor, run_dir)  # what it would run, checked before any binary is sought
         notes = approximation_warnings(run_dir, self.flavor.network)  # checked before a long run
         result = self._simulate(run_dir).result
         if jobs:
@@ -74,10 +75,12 @@ class AstraSimBackend:
     def _simulate(self, run_dir: Path) -> RunOutput:
         run_dir = Path(run_dir)
         layout = rundir.RunDir(run_dir)
-        labels = rank_labels(layout.read_manifest(), run_dir)
+        manifest = layout.read_manifest()
+        labels = rank_labels(manifest, run_dir)
+        prefix = run_dir / str(manifest.get("workload_prefix", rundir.WORKLOAD_PREFIX))
         for rank in range(len(labels)):
-            if not layout.trace_path(rank).is_file():
-                raise RunDirError(f"{layout.trace_path(rank)}: missing trace of rank {rank}")
+            if not Path(f"{prefix}.{rank}.et").is_file():
+                raise RunDirError(f"{prefix}.{rank}.et: missing trace of rank {rank}")
         log_path = run_dir / self.log_name
         outcome, argv = self._execute(run_dir, log_path)
         text = log_path.read_text(errors="replace")

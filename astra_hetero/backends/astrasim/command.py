@@ -72,23 +72,113 @@ def flavor(backend: str) -> Flavor:
 def build_command(flavor: Flavor, run_dir: Path, executable: str, root: PurePath | None = None) -> Command:
     """Check that the files `flavor` reads exist in `run_dir`; return its command as seen from `root`."""
     root = Path(run_dir).resolve() if root is None else root
-    system = flavor.system or ns3_system_file(run_dir)
-    needed = [rundir.COMM_GROUPS, rundir.REMOTE_MEMORY, flavor.network, system]
-    if flavor.logical_topology:
-        needed.append(flavor.logical_topology)
+    files = run_files(flavor, Path(run_dir))
+    needed = [files.remote_memory, files.network, files.system]
+    needed += [p for p in (files.comm_groups, files.logical_topology) if p is not None]
     for relative in needed:
         _require(run_dir, relative)
+    groups = str(root / files.comm_groups) if files.comm_groups else "empty"
     argv = [
         executable,
-        f"--workload-configuration={root / rundir.WORKLOAD_PREFIX}",
-        f"--system-configuration={root / system}",
-        f"--remote-memory-configuration={root / rundir.REMOTE_MEMORY}",
-        f"--network-configuration={root / flavor.network}",
-        f"--comm-group-configuration={_comm_groups_argument(run_dir, root)}",
+        f"--workload-configuration={root / files.workload_prefix}",
+        f"--system-configuration={root / files.system}",
+        f"--remote-memory-configuration={root / files.remote_memory}",
+        f"--network-configuration={root / files.network}",
+        f"--comm-group-configuration={groups}",
     ]
-    if flavor.logical_topology:
-        argv.append(f"--logical-topology-configuration={root / flavor.logical_topology}")
+    if files.logical_topology:
+        argv.append(f"--logical-topology-configuration={root / files.logical_topology}")
+    argv += [f"--{name}={_option_text(value)}" for name, value in files.options.items()]
     return Command(tuple(argv), root / flavor.cwd if flavor.cwd != "." else root)
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """The files (relative to the run directory) and options one ASTRA-sim run takes."""
+
+    workload_prefix: str
+    system: str
+    network: str
+    remote_memory: str
+    comm_groups: str | None  # None: ASTRA-sim's `empty`
+    logical_topology: str | None
+    options: dict[str, object]  # further ASTRA-sim options (an imported study's own)
+
+
+def run_files(flavor: Flavor, run_dir: Path) -> RunFiles:
+    """What `flavor` runs: for a generated run directory the files of our layout; for an imported
+    study exactly the study's own files and options (manifest `astrasim`)."""
+    manifest_path = run_dir / rundir.MANIFEST
+    manifest = (
+        rundir.read_json_object(manifest_path, "run `astra-hetero build` first")
+        if manifest_path.is_file()
+        else {}
+    )
+    study = manifest.get("astrasim")
+    if not isinstance(study, dict):
+        groups = rundir.COMM_GROUPS if _read_json(run_dir, rundir.COMM_GROUPS) else None
+        system = flavor.system or ns3_system_file(run_dir)
+        return RunFiles(
+            rundir.WORKLOAD_PREFIX,
+            system,
+            flavor.network,
+            rundir.REMOTE_MEMORY,
+            groups,
+            flavor.logical_topology,
+            {},
+        )
+    if study.get("refused"):
+        raise RunDirError(
+            f"{manifest_path}: the real ASTRA-sim binaries cannot run this study: {study['refused']}"
+        )
+    backend = study.get("network_backend")
+    wanted = "ns3" if flavor.backend == "ns3" else "analytical"
+    if backend != wanted:
+        instead = "--backend ns3" if backend == "ns3" else "--backend analytical-unaware"
+        raise RunDirError(
+            f"{manifest_path}: this imported study's network is {backend}; the {flavor.backend} backend "
+            f"runs {wanted} studies ({instead})"
+        )
+    network = str(study.get("network_configuration"))
+    if flavor.backend == "analytical":
+        dims = _analytical_dims(run_dir, network)
+        if dims > 1:
+            raise RunDirError(
+                f"{run_dir / network}: {dims} dimensions; the congestion-aware binary accepts only a "
+                "one-dimensional network (use --backend analytical-unaware)"
+            )
+    options = study.get("options") or {}
+    allowed = NS3_OPTIONS if flavor.backend == "ns3" else ANALYTICAL_OPTIONS
+    return RunFiles(
+        str(manifest.get("workload_prefix", rundir.WORKLOAD_PREFIX)),
+        str(manifest.get("system_configuration", rundir.ANALYTICAL_SYSTEM)),
+        network,
+        str(study.get("remote_memory_configuration") or rundir.REMOTE_MEMORY),
+        study.get("comm_group_configuration"),
+        study.get("logical_topology_configuration") if flavor.backend == "ns3" else None,
+        {name: value for name, value in options.items() if name in allowed},
+    )
+
+
+# The options each binary parses (CmdLineParser.cc; AstraSimNetwork.cc for ns-3)
+ANALYTICAL_OPTIONS = (
+    "num-queues-per-dim",
+    "compute-scale",
+    "comm-scale",
+    "injection-scale",
+    "rendezvous-protocol",
+)
+NS3_OPTIONS = ("num-queues-per-dim", "comm-scale", "injection-scale", "rendezvous-protocol")
+
+
+def _option_text(value: object) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def _analytical_dims(run_dir: Path, network: str) -> int:
+    from astra_hetero.astrasim_inputs.analytical import read_analytical_network
+
+    return len(read_analytical_network(run_dir / network).dims)
 
 
 def ns3_system_file(run_dir: Path) -> str:
@@ -107,12 +197,6 @@ def ns3_system_file(run_dir: Path) -> str:
         f"({'; '.join(seen) or 'none of ' + ', '.join(NS3_SYSTEM_CANDIDATES) + ' exists'}); "
         "run `astra-hetero topology` again"
     )
-
-
-def _comm_groups_argument(run_dir: Path, root: PurePath) -> str:
-    # ASTRA-sim documents the literal `empty` for "no groups"; use it rather than an empty JSON object.
-    groups = _read_json(run_dir, rundir.COMM_GROUPS)
-    return str(root / rundir.COMM_GROUPS) if groups else "empty"
 
 
 def _require(run_dir: Path, relative: str) -> None:

@@ -39,6 +39,7 @@ class EmbeddedBackend:
         fold: bool = True,
         iterations: int | None = None,
         solo: bool = True,
+        collective_model: str | None = None,
         **_ignored: Any,
     ) -> None:
         self.timeline = timeline
@@ -46,6 +47,7 @@ class EmbeddedBackend:
         self.fold = fold
         self.iterations = iterations  # overrides dynamics.json's count (`run --iterations`), every job's
         self.solo = solo  # several jobs: also simulate each alone, for the slowdown its neighbours cause
+        self.collective_model = collective_model  # overrides the manifest's (`run --collective-model`)
 
     def run(self, run_dir: Path) -> RunOutput:
         started = time.perf_counter()
@@ -54,7 +56,7 @@ class EmbeddedBackend:
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            sim = read_run_dir(Path(run_dir))
+            sim = read_run_dir(Path(run_dir), self.collective_model)
             dynamics = read_dynamics(Path(run_dir), sim.num_ranks, sim.topology.num_links // 2)
             iterations = self.iterations or dynamics.iterations
             static = (
@@ -63,7 +65,7 @@ class EmbeddedBackend:
             if static:  # the static engine, with its inlined hot paths
                 folding = fold(sim, self.workers) if self.fold else None
                 workload, comm, simulated = setup(sim, folding, self.workers)
-                outcome = Engine(workload, comm, sim.max_comm_in_flight).run()
+                outcome = Engine(workload, comm, sim.max_comm_in_flight, sim.issue_by_id).run()
                 output = run_output(sim, simulated, outcome, time.perf_counter() - started, self.timeline)
             else:
                 output = run_dynamic(

@@ -69,6 +69,7 @@ def run_dynamic(
             keep_history=history,
             link_class=link_class,
             comm_slowdown=sim.comm_overlap_slowdown,
+            lowest_first=sim.issue_by_id,
             starts_ns=starts,
         )
 

@@ -10,7 +10,7 @@ from astra_hetero.backends.embedded.engine.records import Comm, EngineOutcome
 from astra_hetero.backends.embedded.engine.simulated import Simulated
 from astra_hetero.backends.embedded.folding.fold import Folding
 from astra_hetero.backends.embedded.rundir.reader import SimInput
-from astra_hetero.backends.embedded.trace.records import KIND_COLL, KIND_COMP, KIND_SEND
+from astra_hetero.backends.embedded.trace.records import KIND_COLL, KIND_COMP, KIND_CPU, KIND_SEND
 from astra_hetero.results.model import (
     CollectiveStat,
     RankResult,
@@ -21,7 +21,7 @@ from astra_hetero.results.model import (
 )
 
 BACKEND_NAME = "embedded"
-SPAN_KINDS = {KIND_COMP: "compute", KIND_COLL: "comm", KIND_SEND: "send"}
+SPAN_KINDS = {KIND_COMP: "compute", KIND_COLL: "comm", KIND_SEND: "send", KIND_CPU: "cpu"}
 
 
 def run_output(
@@ -117,8 +117,9 @@ def _rank_result(
     return RankResult(
         rank=rank,
         gpu=str(label.get("gpu", "npu")),
-        stage=optional_int(label.get("stage", 0)),
-        replica=optional_int(label.get("replica", 0)),
+        # what the run directory does not say stays unknown (a plain ASTRA-sim directory's ranks)
+        stage=optional_int(label.get("stage")),
+        replica=optional_int(label.get("replica")),
         finish_us=max(0, outcome.finish_ns[row] - its.start_ns) / its.count / 1000,
         compute_us=compute / 1000,
         exposed_comm_us=exposed / 1000,

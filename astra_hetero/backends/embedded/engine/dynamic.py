@@ -58,13 +58,14 @@ class DynamicEngine(Engine):
         keep_history: bool = True,
         link_class: dict[int, int] | None = None,
         comm_slowdown: float = 0.0,
+        lowest_first: bool = False,
         starts_ns: Sequence[int] | None = None,
     ) -> None:
         """`link_class`: bundle -> the engine's link standing for it when the ranks are folded (None:
         rank by rank, the engine's links are the router's bundles). `iterations`: one count for every
         rank (row), or one per row, 0 for a row that does not run (a job left out); `starts_ns`: when
         each row starts its first iteration (default 0: every row at once)."""
-        super().__init__(workload, comm, max_comm_in_flight)
+        super().__init__(workload, comm, max_comm_in_flight, lowest_first)
         w = workload
         rows = len(w.ranks)
         self.num_iterations = [iterations] * rows if isinstance(iterations, int) else list(iterations)
@@ -151,6 +152,8 @@ class DynamicEngine(Engine):
                 self._flow_done(flow, now)
             elif kind == events.PHASE_DONE:
                 self._phase_done(payload, now)
+            elif kind == events.CPU_DONE:
+                self._cpu_done(payload, now)
             else:
                 self._timed(payload, now)
         self._new_iteration(-1)

@@ -23,6 +23,7 @@ COMPUTE_DONE = 0
 FLOW_DONE = 1
 PHASE_DONE = 2
 TIMED = 3  # a dynamics event (rate change, background flow): after the work that ends at its instant
+CPU_DONE = 4  # a host (CPU) operator of a measured trace ends
 
 
 class EventQueue:

@@ -9,8 +9,7 @@ from astra_hetero.backends.embedded.engine.comm import PlainComm
 from astra_hetero.backends.embedded.engine.workload import FlatWorkload, flatten
 from astra_hetero.backends.embedded.folding.comm import FoldedComm
 from astra_hetero.backends.embedded.folding.fold import Folding
-from astra_hetero.backends.embedded.network.ideal import IdealCommPlanner
-from astra_hetero.backends.embedded.network.nccl import NcclCommPlanner
+from astra_hetero.backends.embedded.network.phases import CommPlanner
 from astra_hetero.backends.embedded.network.planners import comm_planner
 from astra_hetero.backends.embedded.network.routing import Router
 from astra_hetero.backends.embedded.rundir.reader import SimInput, read_traces
@@ -23,7 +22,7 @@ class Simulated:
     row_of: list[int]
     class_sizes: list[int]
     folding: Folding | None
-    planner: IdealCommPlanner | NcclCommPlanner  # the plans' source, for the NCCL choices in `meta`
+    planner: CommPlanner  # the plans' source, for the NCCL choices in `meta`
 
 
 def setup(
@@ -33,11 +32,13 @@ def setup(
     the processes that read traces."""
     if folding is None:
         ranks = list(range(sim.num_ranks))
-        workload = flatten(ranks, read_traces(sim, ranks, workers), sim.groups)
+        workload = flatten(ranks, read_traces(sim, ranks, workers), sim.groups, id_order=sim.issue_by_id)
         planner = comm_planner(sim, Router(sim.topology))
         comm = PlainComm(planner, workload.group_members)
         return workload, comm, Simulated(ranks, [1] * len(ranks), None, planner)
     classes = folding.classes
-    workload = flatten(classes.reps, folding.traces, sim.groups, check_transfers=False)
+    workload = flatten(
+        classes.reps, folding.traces, sim.groups, check_transfers=False, id_order=sim.issue_by_id
+    )
     sizes = [len(members) for members in classes.members]
     return workload, folding.comm, Simulated(classes.class_of, sizes, folding, folding.planner)

@@ -2,7 +2,8 @@
 
 Semantics
 - A node is ready when all its data and control dependencies have completed. A rank runs one compute
-  node at a time (in the order they became ready), for `duration_micros` × 1000 ns.
+  node at a time (in the order they became ready), for its compute time (`trace.decode`: roofline
+  from the system file, else `duration_micros` × 1000 ns).
 - Communication overlaps compute. A collective is matched across its comm group in issue order (the
   k-th collective a rank issues on a group meets every member's k-th) and starts when every member
   has issued it. A send starts transferring as soon as it is issued; it completes when its data has
@@ -25,21 +26,28 @@ from itertools import pairwise
 from astra_hetero.backends.embedded.engine import events
 from astra_hetero.backends.embedded.engine.comm import PlainComm
 from astra_hetero.backends.embedded.engine.deadlock import deadlock_report
+from astra_hetero.backends.embedded.engine.lanes import HostLane, LowestFirst
 from astra_hetero.backends.embedded.engine.records import Comm, EngineOutcome
 from astra_hetero.backends.embedded.engine.workload import FlatWorkload
 from astra_hetero.backends.embedded.folding.comm import FoldedComm
 from astra_hetero.backends.embedded.network.flows import Flow, FlowNetwork
 from astra_hetero.backends.embedded.network.phases import PhasePlan
-from astra_hetero.backends.embedded.trace.records import KIND_COLL, KIND_COMP, KIND_RECV
+from astra_hetero.backends.embedded.trace.records import KIND_COLL, KIND_COMP, KIND_CPU, KIND_RECV
 from astra_hetero.errors import RunDirError, SimulationDeadlock
 
 
-class Engine:
+class Engine(HostLane):
     """Simulates the ranks of `workload` (every rank, or one per folded class) with `comm` answering
-    how their collectives meet and what their flows load (see `engine.comm`, `folding.comm`)."""
+    how their collectives meet and what their flows load (see `engine.comm`, `folding.comm`).
+    `lowest_first`: ready compute nodes start lowest node first instead of in the order they became
+    ready."""
 
     def __init__(
-        self, workload: FlatWorkload, comm: PlainComm | FoldedComm, max_comm_in_flight: int = 0
+        self,
+        workload: FlatWorkload,
+        comm: PlainComm | FoldedComm,
+        max_comm_in_flight: int = 0,
+        lowest_first: bool = False,
     ) -> None:
         self.w = workload
         self.comm = comm
@@ -58,7 +66,12 @@ class Engine:
         self.start_ns = [-1] * n
         self.end_ns = [-1] * n
         self.busy = [False] * num_ranks
-        self.ready_compute: list[deque[int]] = [deque() for _ in range(num_ranks)]
+        queue_type = LowestFirst if lowest_first else deque
+        self.ready_compute: list[deque[int]] = [queue_type() for _ in range(num_ranks)]  # type: ignore[misc]
+        # host operators of measured traces: one at a time per rank, beside its GPU work (no accounting:
+        # a rank's compute time is its GPU's)
+        self.cpu_busy = [False] * num_ranks
+        self.ready_cpu: list[deque[int]] = [queue_type() for _ in range(num_ranks)]  # type: ignore[misc]
         # Communication issue slots per rank (0 = unlimited). ASTRA-sim lets each rank have one
         # collective or send in flight (recvs exempt); waiting ones issue lowest node id first.
         self.comm_limit = max_comm_in_flight
@@ -95,6 +108,8 @@ class Engine:
                 flow, version = payload
                 if version == flow.version:
                     flow_done(flow, now)
+            elif kind == events.CPU_DONE:
+                self._cpu_done(payload, now)
             else:
                 phase_done(payload, now)
         return self._outcome()
@@ -156,6 +171,8 @@ class Engine:
                 self._start_compute(rank, g, now)
         elif kind == KIND_RECV:
             self._issue_recv(g, now)
+        elif kind == KIND_CPU:
+            self._ready_cpu(g, now)
         elif self.comm_limit:
             self._admit_comm(g, now)
         elif kind == KIND_COLL:

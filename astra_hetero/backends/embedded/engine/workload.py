@@ -63,9 +63,13 @@ def flatten(
     traces: list[RankTrace],
     groups: dict[str, tuple[int, ...]],
     check_transfers: bool = True,
+    id_order: bool = False,
 ) -> FlatWorkload:
     """The traces of `ranks` as one graph. `check_transfers` pairs every send with a recv, which needs
-    every rank (a folded workload is checked on the trace shapes instead)."""
+    every rank (a folded workload is checked on the trace shapes instead); `id_order` sorts each
+    trace's nodes by Chakra id (see RankTrace.in_id_order)."""
+    if id_order:
+        traces = [t.in_id_order() for t in traces]
     lengths = np.array([len(t) for t in traces], dtype=np.int64)
     offsets = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
 

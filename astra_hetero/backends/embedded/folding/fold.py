@@ -23,10 +23,10 @@ from astra_hetero.backends.embedded.folding.comm import FoldedComm
 from astra_hetero.backends.embedded.folding.quotient import FoldedNetwork, Splits, fold_network
 from astra_hetero.backends.embedded.folding.shapes import TraceShapes, read_shapes
 from astra_hetero.backends.embedded.folding.symmetry import RankClasses, rank_classes
-from astra_hetero.backends.embedded.network.ideal import IdealCommPlanner
-from astra_hetero.backends.embedded.network.nccl import NcclCommPlanner
+from astra_hetero.backends.embedded.network.phases import CommPlanner
 from astra_hetero.backends.embedded.network.planners import comm_planner
 from astra_hetero.backends.embedded.network.routing import Router
+from astra_hetero.backends.embedded.rundir.compute_times import check_compute_times
 from astra_hetero.backends.embedded.rundir.reader import SimInput
 from astra_hetero.backends.embedded.trace.records import KIND_COLL, KIND_SEND, RankTrace
 
@@ -37,7 +37,7 @@ class Folding:
     traces: list[RankTrace]  # per class: its representative's trace
     comm: FoldedComm
     router: Router
-    planner: IdealCommPlanner | NcclCommPlanner  # every instance's plans came from it (NCCL choices)
+    planner: CommPlanner  # every instance's plans came from it (NCCL choices)
 
 
 def fold(
@@ -50,7 +50,10 @@ def fold(
     """Classes and folded communication for `sim`; `rank_keys` (one per rank) separates ranks that
     the files alone would treat alike (a per-rank perturbation), `link_keys` (bundle of `router` ->
     key) bundles alike (a timed change of some links)."""
-    shapes = read_shapes(sim.trace_paths, sim.num_ranks, workers)
+    shapes = read_shapes(sim.trace_paths, sim.num_ranks, workers, sim.roofline)
+    for rank in range(sim.num_ranks):
+        trace = shapes.shapes[shapes.shape_of[rank]].trace
+        check_compute_times(trace, sim.trace_paths[rank], sim.is_idle(rank), sim.system_file)
     if not _consistent(sim, shapes):
         return None
     keys: list[Hashable] = [

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from astra_hetero.astrasim_inputs.system import Roofline
 from astra_hetero.backends.embedded.trace.decode import decode_rank_trace, read_trace_bytes
 from astra_hetero.backends.embedded.trace.records import RankTrace
 from astra_hetero.backends.embedded.trace.twins import (
@@ -56,17 +57,26 @@ class TraceShapes:
     peers: list[tuple[int, ...]]  # rank -> the ranks its sends and recvs name, first use first
 
 
-def read_shapes(paths: Sequence[Path], num_ranks: int, workers: int | None = None) -> TraceShapes:
-    """Shapes of the trace files `paths` (one per rank, in rank order)."""
+def read_shapes(
+    paths: Sequence[Path], num_ranks: int, workers: int | None = None, roofline: Roofline | None = None
+) -> TraceShapes:
+    """Shapes of the trace files `paths` (one per rank, in rank order); `roofline`: how compute nodes
+    are timed when the system file enables it (twins share their bytes, hence their times)."""
     workers = workers if workers is not None else min(2, os.cpu_count() or 1)
     if workers <= 1 or len(paths) < _PARALLEL_MIN_RANKS:
-        parts = [_cluster(list(range(len(paths))), list(paths), num_ranks)]
+        parts = [_cluster(list(range(len(paths))), list(paths), num_ranks, roofline)]
     else:
         bounds = np.linspace(0, len(paths), workers + 1).astype(int).tolist()
         runs = [list(range(a, b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         with ProcessPoolExecutor(max_workers=workers) as pool:
             parts = list(
-                pool.map(_cluster, runs, [[paths[r] for r in run] for run in runs], [num_ranks] * workers)
+                pool.map(
+                    _cluster,
+                    runs,
+                    [[paths[r] for r in run] for run in runs],
+                    [num_ranks] * workers,
+                    [roofline] * workers,
+                )
             )
     reps: dict[int, tuple[RankTrace, tuple[int, ...], tuple[int, ...]]] = {}
     found: dict[int, tuple[int, tuple[str, ...], tuple[int, ...]]] = {}
@@ -84,7 +94,9 @@ class _Rep:
     values: RankValues
 
 
-def _cluster(ranks: list[int], paths: list[Path], num_ranks: int) -> tuple[dict[int, Any], dict[int, Any]]:
+def _cluster(
+    ranks: list[int], paths: list[Path], num_ranks: int, roofline: Roofline | None = None
+) -> tuple[dict[int, Any], dict[int, Any]]:
     """Leader clustering of a run of ranks: (decoded representatives, rank -> (rep, groups, peers))."""
     recent: dict[int, list[_Rep]] = {}  # file size -> representatives, most recently matched first
     reps: dict[int, tuple[RankTrace, tuple[int, ...], tuple[int, ...]]] = {}
@@ -100,7 +112,7 @@ def _cluster(ranks: list[int], paths: list[Path], num_ranks: int) -> tuple[dict[
                 candidates.insert(0, candidates.pop(position))
                 break
         else:
-            decoded = decode_rank_trace(path, num_ranks, data=raw)
+            decoded = decode_rank_trace(path, num_ranks, data=raw, roofline=roofline)
             values, group_pattern, peer_pattern = rank_values(decoded.trace)
             reps[rank] = (decoded.trace, group_pattern, peer_pattern)
             found[rank] = (rank, values.groups, values.peers)

@@ -19,7 +19,7 @@ from astra_hetero.comm.catalog import ALGORITHMS, PROTOCOLS, nccl_constants
 from astra_hetero.comm.measured import ScopedTable, read_tables
 from astra_hetero.errors import RunDirError
 
-IDEAL_ALGORITHMS = ("ring", "hierarchical")
+IDEAL_ALGORITHMS = ("ring", "hierarchical", "astrasim")  # astrasim: an imported study's system file
 DEFAULT_IDEAL_ALGORITHM = "hierarchical"
 
 
@@ -79,7 +79,9 @@ def read_comm_inputs(
 def _ideal(where: Path, algorithm: Any, why: str) -> CommInputs:
     algorithm = DEFAULT_IDEAL_ALGORITHM if algorithm in (None, "auto") else algorithm
     if algorithm not in IDEAL_ALGORITHMS:
-        raise RunDirError(f"{where}: collective_algorithm {algorithm!r} is not one of ring, hierarchical")
+        raise RunDirError(
+            f"{where}: collective_algorithm {algorithm!r} is not one of {', '.join(IDEAL_ALGORITHMS)}"
+        )
     warnings = (f"collectives: ideal model (ASTRA-sim's analytical collectives): {why}",) if why else ()
     return CommInputs(algorithm=str(algorithm), warnings=warnings)
 

@@ -30,6 +30,8 @@ class ManifestFields:
     labels: list[dict[str, Any]] = field(default_factory=list)  # per rank, in rank order
     hbm_gbytes_per_s: list[float] | None = None  # per rank, or None when the manifest gives none
     comm_overlap_slowdown: float = 0.0  # compute's extra time beside communication (spec compute.*)
+    system_configuration: str | None = None  # the ASTRA-sim system file (relative), if not the default
+    issue_by_id: bool = False  # `issue_order: node_id`: ready nodes start lowest Chakra id first
 
 
 def manifest_fields(data: dict[str, Any], path: Path) -> ManifestFields:
@@ -43,12 +45,21 @@ def manifest_fields(data: dict[str, Any], path: Path) -> ManifestFields:
         )
     prefix = data.get("workload_prefix")
     if prefix is not None:
-        prefix = _relative_path(prefix, path)
+        prefix = _relative_path(prefix, path, "workload_prefix")
+    system = data.get("system_configuration")
+    if system is not None:
+        system = _relative_path(system, path, "system_configuration")
     labels = _labels(data.get("ranks", []), num_ranks, path)
     slowdown = data.get("comm_overlap_slowdown", 0.0)
     if isinstance(slowdown, bool) or not isinstance(slowdown, int | float) or not 0 <= slowdown <= 1:
         raise RunDirError(f"{path}: comm_overlap_slowdown must be a number in 0..1, not {slowdown!r}")
-    return ManifestFields(num_ranks, limit or 0, prefix, labels, _hbm(labels, path), float(slowdown))
+    order = data.get("issue_order", "ready")
+    if order not in ("ready", "node_id"):
+        raise RunDirError(f"{path}: issue_order must be ready or node_id, not {order!r}")
+    hbm = _hbm(labels, path)
+    return ManifestFields(
+        num_ranks, limit or 0, prefix, labels, hbm, float(slowdown), system, order == "node_id"
+    )
 
 
 def _is_int(value: Any) -> bool:
@@ -64,16 +75,14 @@ def _rank_count(data: dict[str, Any], path: Path) -> int:
     return count
 
 
-def _relative_path(value: Any, path: Path) -> str:
+def _relative_path(value: Any, path: Path, key: str) -> str:
     """A path inside the run directory: relative, no `..`, so reads never leave the directory."""
     parts = PurePosixPath(value).parts if isinstance(value, str) else ()
     if not parts or "\\" in value:
-        raise RunDirError(
-            f"{path}: workload_prefix must be a relative path inside the run directory, not {value!r}"
-        )
+        raise RunDirError(f"{path}: {key} must be a relative path inside the run directory, not {value!r}")
     if PurePosixPath(value).is_absolute() or ".." in parts:
         raise RunDirError(
-            f"{path}: workload_prefix leads outside the run directory ({value!r}); it must be a "
+            f"{path}: {key} leads outside the run directory ({value!r}); it must be a "
             "relative path without '..'"
         )
     return value
@@ -96,8 +105,8 @@ def _labels(entries: Any, num_ranks: int, path: Path) -> list[dict[str, Any]]:
         if not isinstance(idle, bool):
             raise RunDirError(f"{where}.idle must be true or false, not {idle!r}")
         for key in ("node", "stage", "replica"):
-            if key not in entry or (idle and key != "node" and entry[key] is None):
-                continue  # an idle GPU serves no stage or replica
+            if key not in entry or (key != "node" and entry[key] is None):
+                continue  # an idle GPU serves no stage or replica; an imported rank's may be unknown
             if not _is_int(entry[key]) or entry[key] < 0:
                 raise RunDirError(f"{where}.{key} must be an integer >= 0, not {entry[key]!r}")
         if entry.get("tp_index") is not None and (not _is_int(entry["tp_index"]) or entry["tp_index"] < 0):

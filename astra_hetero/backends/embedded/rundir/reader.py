@@ -12,12 +12,15 @@ import math
 import os
 import re
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from astra_hetero import rundir
+from astra_hetero.astrasim_inputs.system import Roofline, read_system
+from astra_hetero.backends.embedded.rundir.astrasim_study import AstraSimStudy, read_study
 from astra_hetero.backends.embedded.rundir.comm_inputs import CommInputs, read_comm_inputs
+from astra_hetero.backends.embedded.rundir.compute_times import check_compute_times
 from astra_hetero.backends.embedded.rundir.link_model import apply_link_model
 from astra_hetero.backends.embedded.rundir.manifest import MAX_RANKS, ManifestFields, manifest_fields
 from astra_hetero.backends.embedded.rundir.topology import Topology, host_groups, read_topology
@@ -25,6 +28,7 @@ from astra_hetero.backends.embedded.trace.decode import read_rank_trace
 from astra_hetero.backends.embedded.trace.records import RankTrace
 from astra_hetero.errors import RunDirError
 from astra_hetero.manifest_jobs import RunJob, read_jobs
+from astra_hetero.results.model import APPROXIMATION
 
 _PARALLEL_MIN_RANKS = 64  # below this, starting worker processes costs more than it saves
 
@@ -46,14 +50,23 @@ class SimInput:
     comm: CommInputs = CommInputs()  # communication model, link kinds, architectures, nccl-tests tables
     link_model: str = "ideal"  # how the links' rates and delays were derived (already applied)
     comm_overlap_slowdown: float = 0.0  # compute's extra time while its GPU communicates
+    system_file: Path | None = None  # the ASTRA-sim system file the directory runs with, if any
+    roofline: Roofline | None = None  # set when that file enables roofline: how compute nodes are timed
+    astrasim: AstraSimStudy | None = None  # an imported study's own inputs (manifest `astrasim`)
+    issue_by_id: bool = False  # ready nodes start lowest Chakra id first (ASTRA-sim's rule)
     jobs: tuple[RunJob, ...] = ()  # several jobs sharing the cluster (manifest `jobs`), else none
 
     @property
     def num_ranks(self) -> int:
         return len(self.trace_paths)
 
+    def is_idle(self, rank: int) -> bool:
+        """The manifest marks `rank` idle (a GPU the plan leaves unused)."""
+        return rank < len(self.labels) and self.labels[rank].get("idle") is True
 
-def read_run_dir(root: Path) -> SimInput:
+
+def read_run_dir(root: Path, collective_model: str | None = None) -> SimInput:
+    """`collective_model`: nccl or ideal instead of the manifest's (`run --collective-model`)."""
     root = Path(root)
     if not root.is_dir():
         raise RunDirError(f"{root}: not a directory")
@@ -64,6 +77,12 @@ def read_run_dir(root: Path) -> SimInput:
     if manifest_path.is_file():
         manifest = rundir.RunDir(root).read_manifest()
         fields = manifest_fields(manifest, manifest_path)
+    if not manifest_path.is_file() and not (root / rundir.NS3_TOPOLOGY).is_file():
+        raise RunDirError(
+            f"{root}: a plain ASTRA-sim input set without {rundir.NS3_TOPOLOGY}; bring it in with "
+            "`astra-hetero import -o RUN_DIR --workload-configuration PREFIX --system-configuration "
+            "SYSTEM.json --network-configuration NETWORK.yml ...` (its own command line) and run RUN_DIR"
+        )
     prefix = _trace_prefix(root, fields.workload_prefix)
     num_ranks = fields.num_ranks if fields.num_ranks is not None else _count_ranks(root, prefix)
     paths = _trace_paths(prefix, num_ranks)
@@ -75,7 +94,22 @@ def read_run_dir(root: Path) -> SimInput:
             f"{root / rundir.NS3_TOPOLOGY}: {len(topology.npus)} non-switch nodes for {num_ranks} ranks"
         )
     groups = _comm_groups(prefix.parent / Path(rundir.COMM_GROUPS).name, num_ranks)
+    if collective_model is not None:
+        manifest = {**manifest, **_model_override(manifest, collective_model, root)}
     comm = read_comm_inputs(root, manifest, fields.labels, topology, num_ranks)
+    if comm.model == "nccl" and manifest.get("source") == "astrasim-import":
+        line = (
+            f"{APPROXIMATION}NCCL on an ASTRA-sim study: each link's kind taken from its dimension "
+            "(dimension 0 of a multi-dimensional network NVLink, the others NIC; ns3/link_kinds.json)"
+        )
+        comm = replace(comm, warnings=(line, *comm.warnings))
+    system_file = _system_file(root, fields.system_configuration)
+    roofline = read_system(system_file).roofline if system_file is not None else None
+    study = read_study(root, manifest, system_file)
+    if comm.model == "ideal" and comm.algorithm == "astrasim" and study is not None and study.approximations:
+        notes = "; ".join(study.approximations)
+        line = f"{APPROXIMATION}ASTRA-sim's system layer as the embedded engine follows it: {notes}"
+        comm = replace(comm, warnings=(line, *comm.warnings))
     return SimInput(
         root,
         paths,
@@ -89,6 +123,10 @@ def read_run_dir(root: Path) -> SimInput:
         comm,
         link_model,
         fields.comm_overlap_slowdown,
+        system_file,
+        roofline,
+        study,
+        fields.issue_by_id,
         read_jobs(manifest, num_ranks, manifest_path),
     )
 
@@ -98,10 +136,59 @@ def read_traces(sim: SimInput, ranks: list[int], workers: int | None = None) -> 
     paths = [sim.trace_paths[r] for r in ranks]
     workers = workers if workers is not None else min(2, os.cpu_count() or 1)
     if workers <= 1 or len(paths) < _PARALLEL_MIN_RANKS:
-        return [read_rank_trace(p, sim.num_ranks) for p in paths]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        chunk = max(1, len(paths) // (workers * 8))
-        return list(pool.map(read_rank_trace, paths, [sim.num_ranks] * len(paths), chunksize=chunk))
+        traces = [read_rank_trace(p, sim.num_ranks, sim.roofline) for p in paths]
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            chunk = max(1, len(paths) // (workers * 8))
+            count = len(paths)
+            traces = list(
+                pool.map(
+                    read_rank_trace, paths, [sim.num_ranks] * count, [sim.roofline] * count, chunksize=chunk
+                )
+            )
+    for rank, trace in zip(ranks, traces, strict=True):
+        check_compute_times(trace, sim.trace_paths[rank], sim.is_idle(rank), sim.system_file)
+    return traces
+
+
+def _model_override(manifest: dict[str, Any], model: str, root: Path) -> dict[str, Any]:
+    """The manifest keys that choose `model` for this run. NCCL's model needs each link's kind and each
+    rank's GPU architecture: said at once when the directory lacks them, never a silent fallback."""
+    if model not in ("ideal", "nccl"):
+        raise RunDirError(f"collective model must be ideal or nccl, not {model!r}")
+    if model == "ideal":
+        keep = manifest.get("collective_model") == "ideal"
+        return {
+            "collective_model": "ideal",
+            "collective_algorithm": manifest.get("collective_algorithm") if keep else None,
+        }
+    ranks = manifest.get("ranks") or []
+    if (
+        not (root / rundir.NS3_LINK_KINDS).is_file()
+        or not ranks
+        or not all(r.get("architecture") for r in ranks)
+    ):
+        missing = (
+            "the kind of each link (ns3/link_kinds.json)"
+            if not (root / rundir.NS3_LINK_KINDS).is_file()
+            else (
+                "each rank's GPU architecture (an imported study gets it from an overlay's npu_groups gpu:)"
+            )
+        )
+        raise RunDirError(f"{root}: the NCCL model needs {missing}")
+    return {"collective_model": "nccl", "collective_algorithm": None, "collective_protocol": "auto"}
+
+
+def _system_file(root: Path, relative: str | None) -> Path | None:
+    """The ASTRA-sim system file the run directory's traces run with: the manifest's
+    `system_configuration` (an imported study's own file), else `analytical/system.json` if present."""
+    if relative is not None:
+        path = rundir.inside(root, relative, "manifest.json system_configuration")
+        if not path.is_file():
+            raise RunDirError(f"{path}: missing (manifest.json system_configuration names it)")
+        return path
+    default = root / rundir.ANALYTICAL_SYSTEM
+    return default if default.is_file() else None
 
 
 def _trace_prefix(root: Path, workload_prefix: str | None) -> Path:
@@ -151,7 +238,8 @@ def _trace_paths(prefix: Path, num_ranks: int) -> list[Path]:
 
 
 def _comm_groups(path: Path, num_ranks: int) -> dict[str, tuple[int, ...]]:
-    groups: dict[str, tuple[int, ...]] = {"": tuple(range(num_ranks))}
+    # "" and "0" both name every rank (ASTRA-sim's default group; its group files cannot define 0)
+    groups: dict[str, tuple[int, ...]] = {"": tuple(range(num_ranks)), "0": tuple(range(num_ranks))}
     if not path.is_file():
         return groups
     data = rundir.read_json_object(path, "")

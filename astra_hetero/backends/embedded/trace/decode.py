@@ -22,10 +22,18 @@ from google.protobuf.internal.decoder import _DecodeVarint32 as _decode_varint  
 from google.protobuf.message import DecodeError
 
 from astra_hetero import chakra_io
+from astra_hetero.astrasim_inputs.system import Roofline
+from astra_hetero.backends.embedded.trace.attributes import INT64_MAX, attribute, label, require
+from astra_hetero.backends.embedded.trace.compute import (
+    CPU_OP_TRUE,
+    compute_times,
+    is_cpu_op_true,
+)
 from astra_hetero.backends.embedded.trace.deps import packed_deps_of, resolve_deps, typed_deps_of
 from astra_hetero.backends.embedded.trace.records import (
     KIND_COLL,
     KIND_COMP,
+    KIND_CPU,
     KIND_RECV,
     KIND_SEND,
     DecodedTrace,
@@ -34,13 +42,11 @@ from astra_hetero.backends.embedded.trace.records import (
 from astra_hetero.chakra_io import pb
 from astra_hetero.errors import RunDirError
 
-# Bounds on what one node may ask for. Beyond them a value is corrupt rather than large: a compute node
-# of 2^40 µs (12.7 days) or a transfer of 2^53 bytes (8 PiB, where float byte counts stop being exact)
-# would make an iteration time meaningless, and int64 nanoseconds would overflow soon after.
-MAX_DURATION_US = 1 << 40
+# Beyond this a transfer is corrupt rather than large: 2^53 bytes (8 PiB) is where float byte counts
+# stop being exact (compute nodes have their bound in `compute.MAX_DURATION_US`).
 MAX_COMM_BYTES = 1 << 53
-_INT64_MAX = (1 << 63) - 1
 _KINDS = {
+    pb.METADATA_NODE: KIND_CPU,  # process-group records of PyTorch traces: no time (ASTRA-sim skips them)
     pb.COMP_NODE: KIND_COMP,
     pb.COMM_COLL_NODE: KIND_COLL,
     pb.COMM_SEND_NODE: KIND_SEND,
@@ -183,48 +189,28 @@ def _attr_values(
 ) -> dict[str, Any]:
     values = cache.get(raw)
     if values is None:
-        values = {}
-        for blob in raw:
-            try:
-                attr = pb.AttributeProto.FromString(blob)
-            except DecodeError as exc:
-                raise RunDirError(f"{path}: {_label(node)} has a corrupt attribute ({exc})") from None
-            kind = attr.WhichOneof("value")
-            if kind is not None:
-                values[attr.name] = getattr(attr, kind)
+        values = dict(item for blob in raw if (item := attribute(blob, path, node)) is not None)
         cache[raw] = values
     return values
 
 
-def _label(node: Any) -> str:
-    return f"node {node.id} ({node.name.decode('utf-8', 'replace')!r})"
-
-
-def _require(
-    values: dict[str, Any], key: str, path: Path, node: Any, low: int = 0, high: int = _INT64_MAX
-) -> int:
-    """The integer attribute `key`, which must lie in [low, high] (an int, never a bool or a float)."""
-    if key not in values:
-        raise RunDirError(f"{path}: {_label(node)} lacks required attribute {key!r}")
-    value = values[key]
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise RunDirError(f"{path}: {_label(node)} attribute {key!r} must be an integer, not {value!r}")
-    if not low <= value <= high:
-        raise RunDirError(f"{path}: {_label(node)} attribute {key}={value} is outside {low}..{high}")
-    return value
-
-
-def read_rank_trace(path: Path, num_ranks: int) -> RankTrace:
+def read_rank_trace(path: Path, num_ranks: int, roofline: Roofline | None = None) -> RankTrace:
     """Decode `path`; raise RunDirError naming the file and node for anything the engine cannot run.
+    `roofline`: the run directory's system file enables roofline (compute nodes timed from num_ops
+    and tensor_size, see `_compute_times`).
 
     Dependencies keep duplicates (a node listing the same predecessor as data and control dependency
     counts it twice and is released twice), which is consistent and saves deduplicating a million lists.
     """
-    return decode_rank_trace(path, num_ranks, keep_attrs=False).trace
+    return decode_rank_trace(path, num_ranks, keep_attrs=False, roofline=roofline).trace
 
 
 def decode_rank_trace(
-    path: Path, num_ranks: int, keep_attrs: bool = True, data: bytes | None = None
+    path: Path,
+    num_ranks: int,
+    keep_attrs: bool = True,
+    data: bytes | None = None,
+    roofline: Roofline | None = None,
 ) -> DecodedTrace:
     """`read_rank_trace` that also returns the file layout (see DecodedTrace); `data`: the file's
     bytes if the caller has them."""
@@ -232,8 +218,8 @@ def decode_rank_trace(
     n = len(nodes)
     ids = np.array([node.id for node in nodes], dtype=np.uint64)
     names = [node.name for node in nodes]
-    kinds = _kinds(path, nodes)
-    durations = _durations_ns(path, nodes, kinds)
+    kinds = _kinds(path, nodes, data)
+    durations, untimed, untimed_roofline = compute_times(path, nodes, kinds, roofline)
     sizes, tags = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     coll_types, peers = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
     groups = np.full(n, -1, dtype=np.int64)
@@ -242,7 +228,7 @@ def decode_rank_trace(
     kind_of = kinds.tolist()
     attrs: list[tuple[bytes, ...]] = [()] * n if keep_attrs else []
     fields_of: dict[tuple[int, tuple[bytes, ...]], tuple[int, int, int, int, int]] = {}
-    comm = np.flatnonzero(kinds != KIND_COMP).tolist()
+    comm = np.flatnonzero(kinds >= KIND_COLL).tolist()
     rows: list[tuple[int, int, int, int, int]] = []  # size, collective type, group, peer, tag
     for i in comm:
         node, kind = nodes[i], kind_of[i]
@@ -275,6 +261,8 @@ def decode_rank_trace(
         groups,
         dep_ends,
         deps,
+        untimed,
+        untimed_roofline,
     )
     ends = np.array(record_ends, dtype=np.int64)
     if not keep_attrs:
@@ -286,30 +274,22 @@ def _comm_fields(
     values: dict[str, Any], kind: int, num_ranks: int, path: Path, node: Any, group_index: dict[str, int]
 ) -> tuple[int, int, int, int, int]:
     """(size, collective type, group index, peer, tag) of a communication node, validated."""
-    size = _require(values, "comm_size", path, node, high=MAX_COMM_BYTES)
+    size = require(values, "comm_size", path, node, high=MAX_COMM_BYTES)
     if kind == KIND_COLL:
-        coll_type = _require(values, "comm_type", path, node)
+        coll_type = require(values, "comm_type", path, node)
+        dims = values.get("involved_dim")
+        if dims is not None and not all(getattr(dims, "values", ())):
+            raise RunDirError(
+                f"{path}: {label(node)} runs its collective on some network dimensions only (involved_dim "
+                f"{list(getattr(dims, 'values', ()))}), which the embedded engine does not model"
+            )
         group = group_index.setdefault(str(values.get("pg_name", "")), len(group_index))
         return size, coll_type, group, -1, 0
-    tag = _require(values, "comm_tag", path, node, low=-_INT64_MAX)
+    tag = require(values, "comm_tag", path, node, low=-INT64_MAX)
     return size, -1, -1, _peer(values, kind, num_ranks, path, node), tag
 
 
-def _durations_ns(path: Path, nodes: list[Any], kinds: np.ndarray) -> np.ndarray:
-    """Compute durations in ns (0 for other nodes, whose `duration_micros` the engine ignores)."""
-    micros = np.array([node.duration_micros for node in nodes], dtype=np.uint64)
-    micros[kinds != KIND_COMP] = 0
-    too_long = np.flatnonzero(micros > MAX_DURATION_US)
-    if len(too_long):
-        node = nodes[int(too_long[0])]
-        raise RunDirError(
-            f"{path}: {_label(node)} duration_micros={node.duration_micros} exceeds the "
-            f"{MAX_DURATION_US} µs a node may take"
-        )
-    return micros.astype(np.int64) * 1000
-
-
-def _kinds(path: Path, nodes: list[Any]) -> np.ndarray:
+def _kinds(path: Path, nodes: list[Any], data: bytes) -> np.ndarray:
     types = np.array([node.type for node in nodes], dtype=np.int64)
     kinds = np.zeros(len(nodes), dtype=np.int8)
     for node_type in np.unique(types).tolist():
@@ -317,17 +297,21 @@ def _kinds(path: Path, nodes: list[Any]) -> np.ndarray:
         if node_type not in _KINDS:
             _unsupported(path, nodes[int(np.argmax(where))])
         kinds[where] = _KINDS[node_type]
+    if any(pattern in data for pattern in CPU_OP_TRUE):  # host operators: only then read the attribute
+        for i in np.flatnonzero(kinds == KIND_COMP).tolist():
+            if any(is_cpu_op_true(blob) for blob in nodes[i].attr):
+                kinds[i] = KIND_CPU
     return kinds
 
 
 def _unsupported(path: Path, node: Any) -> None:
     type_name = pb.NodeType.Name(node.type) if node.type in pb.NodeType.values() else node.type
     raise RunDirError(
-        f"{path}: {_label(node)} has unsupported type {type_name}; "
-        "the embedded engine runs COMP, COMM_COLL, COMM_SEND and COMM_RECV nodes"
+        f"{path}: {label(node)} has unsupported type {type_name}; "
+        "the embedded engine runs COMP, COMM_COLL, COMM_SEND, COMM_RECV and METADATA nodes"
     )
 
 
 def _peer(values: dict[str, Any], kind: int, num_ranks: int, path: Path, node: Any) -> int:
     key = "comm_dst" if kind == KIND_SEND else "comm_src"
-    return _require(values, key, path, node, high=num_ranks - 1)
+    return require(values, key, path, node, high=num_ranks - 1)

@@ -21,7 +21,6 @@ from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-d
 
 from astra_hetero.backends.embedded.trace.records import (
     KIND_COLL,
-    KIND_COMP,
     KIND_SEND,
     DecodedTrace,
     RankTrace,
@@ -93,7 +92,7 @@ def value_spans(
     role_of[trace.kinds > KIND_COLL] = peer_pattern
     alike: dict[tuple[int, tuple[bytes, ...]], list[int]] = {}  # nodes laid out alike
     kinds = trace.kinds.tolist()
-    for i in np.flatnonzero(trace.kinds != KIND_COMP).tolist():
+    for i in np.flatnonzero(trace.kinds >= KIND_COLL).tolist():
         alike.setdefault((kinds[i], decoded.attrs[i]), []).append(i)
     starts: list[int] = []
     lengths: list[int] = []
