@@ -59,31 +59,32 @@ def job_errors(placed: PlacedJob) -> Iterator[None]:
 
 def place_jobs(shared: SharedClusterSpec) -> list[PlacedJob]:
     """Every job on its own GPUs, as a single-job spec (its cross-section checks not yet run)."""
-    placed = []
-    for pool in allocate(shared):
-        job = shared.jobs[pool.index]
-        cluster, group_index = sub_cluster(shared.cluster, pool)
-        mapping = job.mapping
-        if job.nodes is None:  # whole nodes were taken for it: what its plan leaves of them idles
-            mapping = mapping.model_copy(update={"allow_idle_gpus": True})
-        spec = Spec(
-            name=job.name,
-            model=job.model,
-            cluster=cluster,
-            network=shared.network,
-            parallelism=job.parallelism,
-            precision=job.precision,
-            mapping=mapping,
-            partition=job.partition,
-            collectives=shared.collectives,
-            compute=shared.compute,
-            calibration=shared.calibration,
-            scope=job.scope,
-            iterations=job.iterations,
-        )
-        ranks = tuple(d.rank for d in pool.devices)
-        placed.append(PlacedJob(pool.index, job, spec, ranks, group_index))
-    return placed
+    return [place_job(shared, pool) for pool in allocate(shared)]
+
+
+def place_job(shared: SharedClusterSpec, pool: JobPool) -> PlacedJob:
+    """One job as a single-job spec on the GPUs of `pool`."""
+    job = shared.jobs[pool.index]
+    cluster, group_index = sub_cluster(shared.cluster, pool)
+    mapping = job.mapping
+    if job.nodes is None:  # whole nodes were taken for it: what its plan leaves of them idles
+        mapping = mapping.model_copy(update={"allow_idle_gpus": True})
+    spec = Spec(
+        name=job.name,
+        model=job.model,
+        cluster=cluster,
+        network=shared.network,
+        parallelism=job.parallelism,
+        precision=job.precision,
+        mapping=mapping,
+        partition=job.partition,
+        collectives=shared.collectives,
+        compute=shared.compute,
+        calibration=shared.calibration,
+        scope=job.scope,
+        iterations=job.iterations,
+    )
+    return PlacedJob(pool.index, job, spec, tuple(d.rank for d in pool.devices), group_index)
 
 
 def sub_cluster(cluster: ClusterSpec, pool: JobPool) -> tuple[ClusterSpec, tuple[int, ...]]:

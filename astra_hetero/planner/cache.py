@@ -10,6 +10,7 @@ import json
 import os
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from astra_hetero.planner.evaluation import Evaluation
 from astra_hetero.rundir import write_json_atomic
@@ -40,13 +41,17 @@ def code_version() -> str:
 
 
 def plan_key(spec: Spec, backend: str = "embedded") -> str:
-    content = spec.model_dump(mode="json")
-    content.pop("name", None)  # the name labels the run; it changes nothing simulated
+    return content_key(spec.model_dump(mode="json"), spec.calibration, backend)
+
+
+def content_key(content: dict[str, Any], calibration: str | None, backend: str) -> str:
+    """The key of a spec's plain data (any spec kind: a shared cluster's too) simulated by `backend`."""
+    content = {k: v for k, v in content.items() if k != "name"}  # the name changes nothing simulated
     digest = hashlib.sha256()
     digest.update(json.dumps(content, sort_keys=True).encode())
-    if spec.calibration:
+    if calibration:
         try:
-            digest.update(Path(spec.calibration).read_bytes())
+            digest.update(Path(calibration).read_bytes())
         except OSError:  # the simulation will say what is wrong; its failure is keyed as such
             digest.update(b"unreadable calibration table")
     digest.update(backend.encode())

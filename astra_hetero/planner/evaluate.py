@@ -13,30 +13,37 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from astra_hetero.errors import AstraHeteroError, BackendUnavailable
-from astra_hetero.planner.cache import PlanCache, plan_key
+from astra_hetero.planner.cache import PlanCache, content_key, plan_key
 from astra_hetero.planner.evaluation import Evaluation
 from astra_hetero.spec.schema import Spec
 
+if TYPE_CHECKING:
+    from astra_hetero.planner.neighbours import Neighbours
 
-def simulate(spec_data: dict[str, Any]) -> Evaluation:
-    """One plan, start to finish; never raises for a failure of the plan itself."""
+
+def simulate(spec_data: dict[str, Any], job: str | None = None) -> Evaluation:
+    """One plan, start to finish; never raises for a failure of the plan itself. `job`: the spec is
+    a shared cluster's and the plan is this job's; the evaluation is the job's, beside the others."""
     from astra_hetero import pipeline
-    from astra_hetero.spec import parse_spec
+    from astra_hetero.jobs.load import parse_run_spec
+    from astra_hetero.results.jobs import job_result
 
     started = time.perf_counter()
     try:
-        spec = parse_spec(spec_data)
+        spec = parse_run_spec(spec_data)
         with tempfile.TemporaryDirectory(prefix="astra-hetero-plan-") as scratch:
             run_dir = pipeline.build_run_dir(spec, Path(scratch) / "run")
-            # one decoding process: the search already runs one simulation per core
-            result = pipeline.execute(run_dir.root, "embedded", timeline="none", workers=1)
+            # one decoding process: the search already runs one simulation per core; no solo runs
+            result = pipeline.execute(run_dir.root, "embedded", timeline="none", workers=1, solo=False)
     except AstraHeteroError as exc:
         return Evaluation.failed(f"{type(exc).__name__}: {exc}")
     except Exception as exc:  # a bug hit by one plan must not end the search
         return Evaluation.failed(f"{type(exc).__name__}: {exc}")
+    if job is not None:
+        result = job_result(result, job)
     return Evaluation.of(result, time.perf_counter() - started)
 
 
@@ -73,25 +80,32 @@ class Evaluator:
             return max(1, int(self._ray.cluster_resources().get("CPU", 1)))
         return self.jobs
 
-    def evaluate(self, specs: Sequence[Spec]) -> list[Evaluation]:
-        keys = [plan_key(spec) for spec in specs]
+    def evaluate(self, specs: Sequence[Spec], neighbours: Neighbours | None = None) -> list[Evaluation]:
+        """`neighbours`: the specs are plans of one job of a shared cluster, simulated beside the others."""
+        if neighbours is None:
+            keys = [plan_key(spec) for spec in specs]
+            data = [spec.model_dump(mode="json") for spec in specs]
+        else:
+            data = [neighbours.embed(spec) for spec in specs]
+            keys = [content_key(d, d.get("calibration"), f"embedded job {neighbours.name}") for d in data]
         found: list[Evaluation | None] = [self.cache.get(key) for key in keys]
         missing = [i for i, hit in enumerate(found) if hit is None]
-        fresh = self._run([specs[i].model_dump(mode="json") for i in missing])
+        job = neighbours.name if neighbours is not None else None
+        fresh = self._run([data[i] for i in missing], job)
         for i, evaluation in zip(missing, fresh, strict=True):
             self.cache.put(keys[i], evaluation)
             found[i] = evaluation
         self.num_simulated += len(missing)
         return [f for f in found if f is not None]
 
-    def _run(self, batch: list[dict[str, Any]]) -> list[Evaluation]:
+    def _run(self, batch: list[dict[str, Any]], job: str | None = None) -> list[Evaluation]:
         if not batch:
             return []
         if self._ray is not None:
-            return _run_on_ray(self._ray, batch)
+            return _run_on_ray(self._ray, batch, job)
         if self._pool is None:
-            return [simulate(data) for data in batch]
-        futures = [self._pool.submit(simulate, data) for data in batch]
+            return [simulate(data, job) for data in batch]
+        futures = [self._pool.submit(simulate, data, job) for data in batch]
         return [_outcome(future) for future in futures]
 
 
@@ -114,9 +128,9 @@ def _connect_ray(address: str) -> Any:
     return ray
 
 
-def _run_on_ray(ray: Any, batch: list[dict[str, Any]]) -> list[Evaluation]:
+def _run_on_ray(ray: Any, batch: list[dict[str, Any]], job: str | None = None) -> list[Evaluation]:
     task = ray.remote(simulate)
-    refs = [task.remote(data) for data in batch]
+    refs = [task.remote(data, job) for data in batch]
     results = []
     for ref in refs:
         try:

@@ -29,8 +29,12 @@ def best_spec_data(report: PlanReport) -> dict[str, Any]:
     best = report.best
     if best is None:
         raise InfeasiblePlan("search", no_plan_message(report))
-    spec = plan_spec(report.problem.base, best.plan)
-    return spec.model_copy(update={"name": f"{report.problem.base.name}-planned"}).model_dump(mode="json")
+    problem = report.problem
+    spec = plan_spec(problem.base, best.plan)
+    if problem.neighbours is not None:  # the whole shared cluster, the planned job's plan in place
+        data = problem.neighbours.embed(spec)
+        return {**data, "name": f"{data['name']}-planned"}
+    return spec.model_copy(update={"name": f"{problem.base.name}-planned"}).model_dump(mode="json")
 
 
 def no_plan_message(report: PlanReport) -> str:
@@ -104,6 +108,12 @@ def _best_header(report: PlanReport) -> str:
         "# The fastest plan `astra-hetero plan` found; run it with `astra-hetero run best.yaml -o RUN_DIR`.",
         f"# Simulated iteration time (embedded backend): {best.time_us / 1e3:.3f} ms — {best.plan.label}",
     ]
+    neighbours = report.problem.neighbours
+    if neighbours is not None:
+        lines.append(
+            f"# (the mean iteration time of job {neighbours.name!r} beside the fixed jobs "
+            f"{', '.join(repr(n) for n in neighbours.others) or '(none)'})"
+        )
     if report.baseline_best is not None and report.speedup is not None:
         lines.append(
             f"# Homogeneous-assumption baseline: {report.baseline_best.time_us / 1e3:.3f} ms "

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from astra_hetero.dynamics.selection import check_dynamics
 from astra_hetero.errors import SpecError
+from astra_hetero.planner.neighbours import Neighbours, job_problem
 from astra_hetero.planner.settings import SearchSettings
 from astra_hetero.spec.devices import Device, enumerate_devices
 from astra_hetero.spec.load import read_spec_data, spec_error_from_validation, validate_sections
@@ -58,13 +59,15 @@ class Problem:
     classes: tuple[DeviceClass, ...]
     devices: tuple[Device, ...]
     source: Path | None = None
+    neighbours: Neighbours | None = None  # planning one job of a shared cluster (`search.job`)
 
     @property
     def bounds_hold(self) -> bool:
         """Whether a plan's lower bound (of one static iteration) bounds its simulated time. Under
         `dynamics:` (a faster link, jitter below 1) or over several iterations (the next one starts
         while the last ranks finish) the simulated mean can be lower: bounds then prune nothing."""
-        return not self.base.dynamics and self.base.iterations == 1
+        events = self.base.dynamics or (self.neighbours is not None and self.neighbours.dynamic)
+        return not events and self.base.iterations == 1
 
     @property
     def num_gpus(self) -> int:
@@ -97,10 +100,16 @@ def problem_from_data(data: Any, source: Path | None = None) -> Problem:
     except ValidationError as exc:
         error = spec_error_from_validation(exc)
         raise SpecError(f"search.{error.field}".rstrip("."), error.reason) from None
-    base = validate_sections(data, source)
-    check_dynamics(base)  # a bad event is the spec's error, not every candidate's
+    neighbours = None
+    if "jobs" in data:  # one job of a shared cluster, planned beside the others
+        base, neighbours = job_problem(data, settings.job, source)
+    elif settings.job is not None:
+        raise SpecError("search.job", "names a job, but the spec has no `jobs:` (it is one job)")
+    else:
+        base = validate_sections(data, source)
+        check_dynamics(base)  # a bad event is the spec's error, not every candidate's
     devices = tuple(enumerate_devices(base.cluster))
-    problem = Problem(base, settings, device_classes(base), devices, source)
+    problem = Problem(base, settings, device_classes(base), devices, source, neighbours)
     _check_settings(problem)
     return problem
 

@@ -29,6 +29,7 @@ def render_report(report: PlanReport, rows: Sequence[Row], images: Sequence[str]
         f"{problem.num_gpus} GPUs — {groups}; global batch {spec.parallelism.global_batch_size} × "
         f"{spec.model.seq_len} tokens. Times are simulated by the embedded backend.",
         "",
+        *_neighbours(report),
         *_answer(report, rows),
         "## Search",
         "",
@@ -42,6 +43,20 @@ def render_report(report: PlanReport, rows: Sequence[Row], images: Sequence[str]
         *_space(report),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _neighbours(report: PlanReport) -> list[str]:
+    """Planning one job of a shared cluster: what its times mean."""
+    neighbours = report.problem.neighbours
+    if neighbours is None:
+        return []
+    others = ", ".join(f"`{n}`" for n in neighbours.others) or "none"
+    return [
+        f"Job `{neighbours.name}` of a shared cluster, planned on its GPUs above beside the jobs {others} "
+        "as written (their plans, placements, starts and iterations fixed). Every time below is the job's "
+        "mean iteration time simulated on the whole cluster with them.",
+        "",
+    ]
 
 
 def _plan_line(trial: Trial, rows: Sequence[Row]) -> str:

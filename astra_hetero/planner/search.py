@@ -232,7 +232,7 @@ def run_batch(
     progress: Progress,
 ) -> None:
     specs = [plan_spec(problem.base, t.plan) for t in batch]
-    for trial, evaluation in zip(batch, evaluator.evaluate(specs), strict=True):
+    for trial, evaluation in zip(batch, evaluator.evaluate(specs, problem.neighbours), strict=True):
         trial.evaluation = evaluation
         outcome.trials.append(trial)
         if not evaluation.ok:

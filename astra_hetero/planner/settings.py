@@ -17,6 +17,10 @@ NonNegative = Annotated[float, Field(ge=0)]
 
 
 class _SearchBase(Strict):
+    job: str | None = Field(
+        None,
+        description="a spec of several jobs (`jobs:`): the job to plan beside the others, which stay fixed",
+    )
     tp: PositiveInt | list[PositiveInt] | None = Field(None, description="TP degrees; default all that fit")
     pp: PositiveInt | list[PositiveInt] | None = Field(None, description="pipeline depths; default all")
     dp: PositiveInt | list[PositiveInt] | None = Field(None, description="replica counts; default all")

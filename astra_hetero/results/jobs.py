@@ -40,3 +40,23 @@ def with_job_records(
             record["slowdown"] = together / alone if alone else None
         records.append(record)
     return dataclasses.replace(result, jobs=tuple(records))
+
+
+def job_ranks(result: RunResult, name: str) -> list[int]:
+    job = next(j for j in result.jobs if j["name"] == name)
+    return [rank for first, end in job["ranks"] for rank in range(first, end)]
+
+
+def job_result(result: RunResult, name: str) -> RunResult:
+    """One job's part of a run: its ranks, its iteration time and iterations."""
+    job = next(j for j in result.jobs if j["name"] == name)
+    ranks = set(job_ranks(result, name))
+    return dataclasses.replace(
+        result,
+        iteration_time_us=job["iteration_time_us"],
+        ranks=tuple(r for r in result.ranks if r.rank in ranks),
+        iterations=tuple(job["iterations"]) if len(job["iterations"]) > 1 else (),
+        events=(),
+        jobs=(),
+        shared_links=(),
+    )

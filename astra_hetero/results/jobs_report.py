@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from astra_hetero.results.compare import RunSummary, summarize
+from astra_hetero.results.jobs import job_ranks, job_result
 from astra_hetero.results.model import RunResult
 from astra_hetero.results.report import TextTable, format_number, summary_tables, time_unit, to_text
 
@@ -33,26 +34,6 @@ def run_summary_tables(summary: RunSummary) -> list[TextTable]:
 
 def render_run_summary(result: RunResult, label: str = "") -> str:
     return to_text(run_summary_tables(summarize([(label or result.backend, result)])[0]))
-
-
-def job_ranks(result: RunResult, name: str) -> list[int]:
-    job = next(j for j in result.jobs if j["name"] == name)
-    return [rank for first, end in job["ranks"] for rank in range(first, end)]
-
-
-def job_result(result: RunResult, name: str) -> RunResult:
-    """One job's part of a run: its ranks, its iteration time and iterations."""
-    job = next(j for j in result.jobs if j["name"] == name)
-    ranks = set(job_ranks(result, name))
-    return dataclasses.replace(
-        result,
-        iteration_time_us=job["iteration_time_us"],
-        ranks=tuple(r for r in result.ranks if r.rank in ranks),
-        iterations=tuple(job["iterations"]) if len(job["iterations"]) > 1 else (),
-        events=(),
-        jobs=(),
-        shared_links=(),
-    )
 
 
 def jobs_table(label: str, result: RunResult) -> TextTable:
