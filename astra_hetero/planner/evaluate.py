@@ -86,7 +86,7 @@ class Evaluator:
             keys = [plan_key(spec) for spec in specs]
             data = [spec.model_dump(mode="json") for spec in specs]
         else:
-            data = [neighbours.embed(spec) for spec in specs]
+            data = [neighbours.candidate(spec) for spec in specs]
             keys = [content_key(d, d.get("calibration"), f"embedded job {neighbours.name}") for d in data]
         found: list[Evaluation | None] = [self.cache.get(key) for key in keys]
         missing = [i for i, hit in enumerate(found) if hit is None]

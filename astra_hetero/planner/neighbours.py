@@ -35,6 +35,7 @@ class Neighbours:
     index: int
     name: str
     nodes: dict[str, list[Any]]
+    simulate: bool = True  # candidates simulated beside the others (False: alone on the same GPUs)
 
     @property
     def others(self) -> list[str]:
@@ -56,8 +57,18 @@ class Neighbours:
         data["jobs"][self.index] = job
         return data
 
+    def candidate(self, plan: Spec) -> dict[str, Any]:
+        """What a candidate plan is simulated as: beside the others, or (`simulate` off) alone on the
+        same GPUs of the same cluster."""
+        data = self.embed(plan)
+        if not self.simulate:
+            data["jobs"] = [data["jobs"][self.index]]
+        return data
 
-def job_problem(data: dict[str, Any], job_name: str | None, source: Path | None) -> tuple[Spec, Neighbours]:
+
+def job_problem(
+    data: dict[str, Any], job_name: str | None, source: Path | None, simulate: bool = True
+) -> tuple[Spec, Neighbours]:
     """The planned job as a single-job spec on its GPUs (its sections as written, not yet checked
     across sections: the search replaces its plan) and its neighbours; the others are checked."""
     shared = validate_shared_sections(data, source)
@@ -75,7 +86,7 @@ def job_problem(data: dict[str, Any], job_name: str | None, source: Path | None)
     if job.nodes is None:  # the GPUs left are its to use or leave idle, as the search's settings say
         spec = spec.model_copy(update={"mapping": job.mapping})
     data = shared.model_dump(mode="json")
-    return spec, Neighbours(data, index, job.name, _nodes(shared, pool))
+    return spec, Neighbours(data, index, job.name, _nodes(shared, pool), simulate)
 
 
 def _pools(shared: SharedClusterSpec, index: int) -> tuple[JobPool, list[JobPool]]:

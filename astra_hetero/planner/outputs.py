@@ -109,7 +109,11 @@ def _best_header(report: PlanReport) -> str:
         f"# Simulated iteration time (embedded backend): {best.time_us / 1e3:.3f} ms — {best.plan.label}",
     ]
     neighbours = report.problem.neighbours
-    if neighbours is not None:
+    if neighbours is not None and not neighbours.simulate:
+        lines.append(
+            f"# (job {neighbours.name!r} timed alone; this file runs it beside the other jobs)"
+        )
+    elif neighbours is not None:
         lines.append(
             f"# (the mean iteration time of job {neighbours.name!r} beside the fixed jobs "
             f"{', '.join(repr(n) for n in neighbours.others) or '(none)'})"

@@ -102,7 +102,7 @@ def problem_from_data(data: Any, source: Path | None = None) -> Problem:
         raise SpecError(f"search.{error.field}".rstrip("."), error.reason) from None
     neighbours = None
     if "jobs" in data:  # one job of a shared cluster, planned beside the others
-        base, neighbours = job_problem(data, settings.job, source)
+        base, neighbours = job_problem(data, settings.job, source, settings.neighbours == "simulate")
     elif settings.job is not None:
         raise SpecError("search.job", "names a job, but the spec has no `jobs:` (it is one job)")
     else:

@@ -51,6 +51,13 @@ def _neighbours(report: PlanReport) -> list[str]:
     if neighbours is None:
         return []
     others = ", ".join(f"`{n}`" for n in neighbours.others) or "none"
+    if not neighbours.simulate:
+        return [
+            f"Job `{neighbours.name}` of a shared cluster, planned on its GPUs above as if alone "
+            f"(`search.neighbours: ignore`): every time below is its mean iteration time without the jobs "
+            f"{others}; `best.yaml` runs it beside them.",
+            "",
+        ]
     return [
         f"Job `{neighbours.name}` of a shared cluster, planned on its GPUs above beside the jobs {others} "
         "as written (their plans, placements, starts and iterations fixed). Every time below is the job's "

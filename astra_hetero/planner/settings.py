@@ -21,6 +21,11 @@ class _SearchBase(Strict):
         None,
         description="a spec of several jobs (`jobs:`): the job to plan beside the others, which stay fixed",
     )
+    neighbours: Literal["simulate", "ignore"] = Field(
+        "simulate",
+        description="with `job`: rank its plans by their time beside the other jobs (simulate), or by their "
+        "time alone on the same GPUs (ignore: what a planner blind to the neighbours picks)",
+    )
     tp: PositiveInt | list[PositiveInt] | None = Field(None, description="TP degrees; default all that fit")
     pp: PositiveInt | list[PositiveInt] | None = Field(None, description="pipeline depths; default all")
     dp: PositiveInt | list[PositiveInt] | None = Field(None, description="replica counts; default all")

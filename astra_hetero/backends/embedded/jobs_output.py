@@ -54,9 +54,7 @@ def jobs_output(
     rank_iterations = [
         RankIterations(run_ns)
         if j < 0 or not ends[j]
-        else RankIterations(
-            (ends[j][-1] - sim.jobs[j].start_ns) / len(ends[j]), len(ends[j]), sim.jobs[j].start_ns
-        )
+        else RankIterations(ends[j][-1] - sim.jobs[j].start_ns, len(ends[j]), sim.jobs[j].start_ns)
         for j in job_of
     ]
     output = run_output(sim, simulated, outcome, 0.0, timeline, spans=spans, rank_iterations=rank_iterations)

@@ -41,7 +41,7 @@ def run_output(
     ends = iteration_ends or [run_ns]
     iteration_ns = run_ns / len(ends)
     if rank_iterations is None:
-        rank_iterations = [RankIterations(iteration_ns, len(ends))] * sim.num_ranks
+        rank_iterations = [RankIterations(run_ns, len(ends))] * sim.num_ranks
     ranks = tuple(
         _rank_result(sim, rank, simulated.row_of[rank], outcome, rank_iterations[rank])
         for rank in range(sim.num_ranks)
@@ -102,9 +102,10 @@ def _folding_meta(folding: Folding, num_nodes: int) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class RankIterations:
-    """The iterations a rank's figures are means over: their mean time, how many, from when."""
+    """The iterations a rank's figures are means over: the time they took together (from `start_ns`
+    to the end of the last), how many there were, when the first began."""
 
-    iteration_ns: float
+    span_ns: int
     count: int = 1
     start_ns: int = 0
 
@@ -114,6 +115,8 @@ def _rank_result(
 ) -> RankResult:
     label = sim.labels[rank] if rank < len(sim.labels) else {}
     compute, exposed = outcome.compute_ns[row] / its.count, outcome.exposed_ns[row] / its.count
+    # in integer ns, then per iteration: a rank busy throughout gets exactly 0, never -1e-12
+    idle = (its.span_ns - outcome.compute_ns[row] - outcome.exposed_ns[row]) / its.count
     return RankResult(
         rank=rank,
         gpu=str(label.get("gpu", "npu")),
@@ -123,7 +126,7 @@ def _rank_result(
         finish_us=max(0, outcome.finish_ns[row] - its.start_ns) / its.count / 1000,
         compute_us=compute / 1000,
         exposed_comm_us=exposed / 1000,
-        idle_us=(its.iteration_ns - compute - exposed) / 1000,
+        idle_us=idle / 1000,
         node=int(label.get("node", sim.machines[rank])),
         tp_index=label.get("tp_index"),
     )
