@@ -110,9 +110,7 @@ def _best_header(report: PlanReport) -> str:
     ]
     neighbours = report.problem.neighbours
     if neighbours is not None and not neighbours.simulate:
-        lines.append(
-            f"# (job {neighbours.name!r} timed alone; this file runs it beside the other jobs)"
-        )
+        lines.append(f"# (job {neighbours.name!r} timed alone; this file runs it beside the other jobs)")
     elif neighbours is not None:
         lines.append(
             f"# (the mean iteration time of job {neighbours.name!r} beside the fixed jobs "

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from astra_hetero.backends.base import backend_names
 from astra_hetero.errors import SpecError
 from astra_hetero.studies.axes import AxisInfo, value_label
-from astra_hetero.studies.columns import METRIC_NAMES, METRICS, Column
+from astra_hetero.studies.columns import METRIC_NAMES, METRICS, Column, job_columns
 from astra_hetero.studies.schema import (
     Derived,
     FigureLayout,
@@ -24,9 +24,10 @@ RESERVED = ("point", "backend", "status", "run_dir", "error")
 DERIVED_UNITS = {"percent_difference": "%", "ratio": "x"}
 
 
-def columns_of(study_file: StudyFile) -> dict[str, Column]:
-    """Every value column of the study's table, metrics first, then derived columns in file order."""
-    columns = {c.name: c for c in METRICS}
+def columns_of(study_file: StudyFile, job_names: Sequence[str] = ()) -> dict[str, Column]:
+    """Every value column of the study's table, metrics first (with each job's of a shared cluster),
+    then derived columns in file order."""
+    columns = {c.name: c for c in (*METRICS, *job_columns(job_names))}
     for d in study_file.derived:
         columns[d.name] = derived_column(d, columns)
     return columns
@@ -40,7 +41,7 @@ def derived_column(derived: Derived, columns: dict[str, Column]) -> Column:
     return Column(derived.name, label, unit)
 
 
-def check_study(study_file: StudyFile, axes: Sequence[AxisInfo]) -> None:
+def check_study(study_file: StudyFile, axes: Sequence[AxisInfo], job_names: Sequence[str] = ()) -> None:
     by_name = {a.name: a for a in axes}
     for name in by_name:
         if name in RESERVED or name in METRIC_NAMES:
@@ -54,7 +55,7 @@ def check_study(study_file: StudyFile, axes: Sequence[AxisInfo]) -> None:
         if isinstance(axis, list):
             _check_backends(name, axis, valid_backends)
             _check_plan_transforms(name, axis)
-    columns = {c.name: c for c in METRICS}
+    columns = {c.name: c for c in (*METRICS, *job_columns(job_names))}
     for i, derived in enumerate(study_file.derived):
         where = f"derived[{i}]"
         if derived.name in columns or derived.name in by_name or derived.name in RESERVED:

@@ -3,6 +3,7 @@ from a point's result."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +50,41 @@ METRICS: tuple[Column, ...] = (
 METRIC_NAMES = tuple(c.name for c in METRICS)
 
 
+def job_columns(names: Sequence[str]) -> tuple[Column, ...]:
+    """Per job of a shared cluster (`jobs:`): its own iteration time beside the others and alone, the
+    slowdown, and the plan it ran — columns `job_<name>_...`."""
+    columns = []
+    for name in names:
+        columns += [
+            Column(f"job_{name}_iteration_time_us", f"job {name}: iteration time beside the others", "us"),
+            Column(f"job_{name}_alone_us", f"job {name}: iteration time alone on the same GPUs", "us"),
+            Column(f"job_{name}_slowdown", f"job {name}: slowdown beside the others", "x"),
+            Column(f"job_{name}_tp", f"job {name}: tensor-parallel degree", ""),
+            Column(f"job_{name}_pp", f"job {name}: pipeline stages", ""),
+            Column(f"job_{name}_dp", f"job {name}: data-parallel replicas", ""),
+        ]
+    return tuple(columns)
+
+
+def job_metrics(result: RunResult, manifest: dict[str, Any]) -> dict[str, float]:
+    """The `job_<name>_...` values of a run of several jobs (none for a run of one)."""
+    metrics: dict[str, float] = {}
+    for job in result.jobs:
+        name = job["name"]
+        metrics[f"job_{name}_iteration_time_us"] = job["iteration_time_us"]
+        if job.get("solo_iteration_time_us") is not None:
+            metrics[f"job_{name}_alone_us"] = job["solo_iteration_time_us"]
+        if job.get("slowdown") is not None:
+            metrics[f"job_{name}_slowdown"] = job["slowdown"]
+    for entry in manifest.get("jobs", []) if isinstance(manifest.get("jobs"), list) else []:
+        parallelism = entry.get("parallelism") if isinstance(entry, dict) else None
+        if isinstance(parallelism, dict):
+            for key in ("tp", "pp", "dp"):
+                if isinstance(parallelism.get(key), int):
+                    metrics[f"job_{entry['name']}_{key}"] = parallelism[key]
+    return metrics
+
+
 def result_metrics(result: RunResult, manifest: dict[str, Any] | None = None) -> dict[str, float]:
     """The sweep's metrics of a result plus the busiest rank's figures, the simulator's wall time and,
     from the run directory's manifest, the plan that ran (and its throughput, for a whole iteration)."""
@@ -58,6 +94,7 @@ def result_metrics(result: RunResult, manifest: dict[str, Any] | None = None) ->
         "max_exposed_comm_us": max(r.exposed_comm_us for r in result.ranks),
     }
     metrics.update(plan_metrics(manifest or {}, result.iteration_time_us))
+    metrics.update(job_metrics(result, manifest or {}))
     if result.wall_time_s is not None:
         metrics["wall_time_s"] = result.wall_time_s
     return metrics

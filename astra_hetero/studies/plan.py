@@ -18,8 +18,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from astra_hetero.errors import SpecError
+from astra_hetero.jobs.load import RunSpec
 from astra_hetero.planner.settings import SearchSettings
-from astra_hetero.spec import Spec
 from astra_hetero.spec.load import spec_error_from_validation
 from astra_hetero.spec.yamlfile import read_yaml
 from astra_hetero.studies.axes import AxisInfo, AxisLevel, value_label
@@ -34,7 +34,7 @@ class StudyPoint(SweepPoint):
     transforms: tuple[Transform, ...] = ()
     workspace: str | None = None  # where transforms keep work shared between points (OUT/plans)
 
-    def spec(self) -> Spec:
+    def spec(self) -> RunSpec:
         from astra_hetero.studies.transforms import apply_transform
 
         spec = super().spec()
@@ -51,6 +51,7 @@ class Study:
     points: tuple[StudyPoint, ...]
     reduced: bool = False
     source: Path | None = None
+    job_names: tuple[str, ...] = ()  # the jobs of a shared-cluster base spec (their columns)
 
     @property
     def name(self) -> str:
@@ -76,10 +77,11 @@ def plan_study(data: Any, directory: Path, reduced: bool = False, source: Path |
     if reduced and study_file.reduced is None:
         raise SpecError("reduced", "this study has no reduced version; run it without --reduced")
     axes = tuple(_axis_info(name, axis) for name, axis in study_file.axes.items())
-    check_study(study_file, axes)
+    base = base_data(study_file.base, directory)
+    job_names = [job["name"] for job in base.get("jobs", [])]  # a shared cluster's jobs have columns
+    check_study(study_file, axes, job_names)
     _check_reduced_search(study_file)
     kept = _kept_axes(axes, study_file, reduced)
-    base = base_data(study_file.base, directory)
     _apply(base, study_file.set, "set")
     points = tuple(
         _point(index, combination, base, study_file, reduced)
@@ -89,7 +91,7 @@ def plan_study(data: Any, directory: Path, reduced: bool = False, source: Path |
     if len(set(names)) != len(names):
         clash = next(n for n in names if names.count(n) > 1)
         raise SpecError("axes", f"two points would share the name {clash!r}; rename a variant")
-    return Study(study_file, kept, points, reduced, source)
+    return Study(study_file, kept, points, reduced, source, tuple(job_names))
 
 
 def import_axes(data: dict[str, Any], directory: Path) -> dict[str, Any]:

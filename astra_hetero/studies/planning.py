@@ -30,12 +30,13 @@ from typing import Any
 
 from astra_hetero import rundir
 from astra_hetero.errors import InfeasiblePlan
-from astra_hetero.planner.cache import PlanCache, plan_key
+from astra_hetero.jobs.load import RunSpec, parse_run_spec
+from astra_hetero.planner.cache import PlanCache, content_key
 from astra_hetero.planner.candidate import plan_spec
 from astra_hetero.planner.driver import PlanReport, find_plans
 from astra_hetero.planner.outputs import best_spec_data, write_outputs
 from astra_hetero.planner.problem import problem_from_data
-from astra_hetero.spec import Spec, parse_spec
+from astra_hetero.spec import Spec
 from astra_hetero.studies.schema import PlanTransform
 
 PICKS = "picks.json"
@@ -43,7 +44,7 @@ PICKS_FORMAT = "astra-hetero/study-plan@1"
 CACHE_DIR = "cache"
 
 
-def planned_spec(spec: Spec, transform: PlanTransform, workspace: Path | None) -> Spec:
+def planned_spec(spec: RunSpec, transform: PlanTransform, workspace: Path | None) -> RunSpec:
     """The spec of the plan `transform.pick` names, for the cluster, model and batch of `spec`."""
     if workspace is None:
         with tempfile.TemporaryDirectory(prefix="astra-hetero-study-plan-") as scratch:
@@ -52,10 +53,10 @@ def planned_spec(spec: Spec, transform: PlanTransform, workspace: Path | None) -
     chosen = picks["picks"][transform.pick]
     if chosen is None:
         raise InfeasiblePlan("transform.pick", f"there is no {transform.pick} plan: {picks['baseline_note']}")
-    return parse_spec(chosen["spec"])
+    return parse_run_spec(chosen["spec"])
 
 
-def plan_picks(spec: Spec, transform: PlanTransform, workspace: Path) -> dict[str, Any]:
+def plan_picks(spec: RunSpec, transform: PlanTransform, workspace: Path) -> dict[str, Any]:
     """The search's outcome for `spec` (picks.json's content): read if kept, else searched and kept."""
     key = search_key(spec, transform)
     directory = workspace / f"{_slug(spec)}_{key[:12]}"
@@ -67,15 +68,16 @@ def plan_picks(spec: Spec, transform: PlanTransform, workspace: Path) -> dict[st
     return found
 
 
-def search_key(spec: Spec, transform: PlanTransform) -> str:
+def search_key(spec: RunSpec, transform: PlanTransform) -> str:
     """What the search's outcome depends on: the spec's content (as the planner's cache keys it: its
     calibration table and the package's code included) and the search's settings (budget included)."""
-    text = json.dumps([plan_key(spec), transform.search.model_dump(mode="json")], sort_keys=True)
+    content = content_key(spec.model_dump(mode="json"), spec.calibration, "embedded")
+    text = json.dumps([content, transform.search.model_dump(mode="json")], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _search(
-    spec: Spec, transform: PlanTransform, directory: Path, key: str, cache_dir: Path
+    spec: RunSpec, transform: PlanTransform, directory: Path, key: str, cache_dir: Path
 ) -> dict[str, Any]:
     data = spec.model_dump(mode="json")
     data["search"] = transform.search.model_dump(mode="json")
@@ -96,10 +98,10 @@ def _picks(report: PlanReport, key: str) -> dict[str, Any]:
     picks: dict[str, Any] = {"best": _pick(best_spec_data(report), best)}
     if baseline is not None:
         baseline_spec = plan_spec(base, baseline.plan)
-        name = f"{base.name}-homogeneous-plan"
-        picks["baseline"] = _pick(
-            baseline_spec.model_copy(update={"name": name}).model_dump(mode="json"), baseline
-        )
+        data = baseline_spec.model_dump(mode="json")
+        if report.problem.neighbours is not None:  # the shared cluster, the planned job's plan in place
+            data = report.problem.neighbours.embed(baseline_spec)
+        picks["baseline"] = _pick({**data, "name": f"{data['name']}-homogeneous-plan"}, baseline)
     else:
         picks["baseline"] = None
     notes = report.baseline.notes if report.baseline is not None else []
@@ -135,13 +137,18 @@ def _read_picks(path: Path, key: str) -> dict[str, Any] | None:
     return data
 
 
-def _slug(spec: Spec) -> str:
-    """`llama-65b_h100x64-a100x32-l40sx32`: the model and the GPU mix, for a reader of OUT/plans/."""
+def _slug(spec: RunSpec) -> str:
+    """`llama-65b_h100x64-a100x32-l40sx32`: the model (a shared cluster's job names) and the GPU mix,
+    for a reader of OUT/plans/."""
     counts: dict[str, int] = {}
     for group in spec.cluster.node_groups:
         counts[group.gpu.type_key] = counts.get(group.gpu.type_key, 0) + group.num_gpus
     mix = "-".join(f"{gpu}x{n}" for gpu, n in counts.items())
-    text = f"{spec.model.preset or f'{spec.model.num_layers}-layer-model'}_{mix}"
+    if isinstance(spec, Spec):
+        what = spec.model.preset or f"{spec.model.num_layers}-layer-model"
+    else:
+        what = "jobs-" + "-".join(spec.job_names)
+    text = f"{what}_{mix}"
     return "".join(c if c.isalnum() or c in "._-" else "-" for c in text)[:100]
 
 

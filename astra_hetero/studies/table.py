@@ -64,7 +64,7 @@ class ResultsTable:
 
 def build_table(study: Study, outcomes: Sequence[StudyOutcome]) -> ResultsTable:
     rows = [_row(outcome) for outcome in outcomes]
-    columns = columns_of(study.file)
+    columns = columns_of(study.file, study.job_names)
     for derived in study.file.derived:
         rows = add_derived(rows, derived, [a.name for a in study.axes])
     return ResultsTable(study, columns, tuple(rows))

@@ -27,17 +27,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from astra_hetero.errors import SpecError
+from astra_hetero.jobs.load import RunSpec
 from astra_hetero.spec import Spec, parse_spec
 from astra_hetero.spec.schema import NodeGroupSpec
 from astra_hetero.studies.schema import HomogenizeTransform, PlanTransform, Transform
 
 
-def apply_transform(spec: Spec, transform: Transform, workspace: Path | None = None) -> Spec:
+def apply_transform(spec: RunSpec, transform: Transform, workspace: Path | None = None) -> RunSpec:
     """`spec` transformed; `workspace` is where a transform may keep work for other points (plans)."""
     if isinstance(transform, PlanTransform):
         from astra_hetero.studies.planning import planned_spec
 
         return planned_spec(spec, transform, workspace)
+    if not isinstance(spec, Spec):
+        raise SpecError("transform", "homogenize takes a spec of one job, not a shared cluster's (`jobs:`)")
     return homogenize(spec, transform)
 
 

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from astra_hetero.bounds import MAX_SWEEP_POINTS
 from astra_hetero.errors import SpecError
-from astra_hetero.spec import Spec, load_spec, parse_spec
+from astra_hetero.jobs.load import RunSpec, load_run_spec, parse_run_spec
 from astra_hetero.spec.load import spec_error_from_validation
 from astra_hetero.spec.types import Seconds
 from astra_hetero.spec.yamlfile import read_yaml
@@ -70,9 +70,10 @@ class SweepPoint:
     spec_data: dict[str, Any]
     backend: str | None = None  # this point's backend; None: the sweep's
 
-    def spec(self) -> Spec:
-        """The spec this point runs; raises SpecError when the overrides made it invalid."""
-        return parse_spec(self.spec_data)
+    def spec(self) -> RunSpec:
+        """The spec this point runs (of one job, or of several sharing the cluster); raises SpecError
+        when the overrides made it invalid."""
+        return parse_run_spec(self.spec_data)
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,7 @@ def _render(steps: list[str | int]) -> str:
 
 def base_data(base: str | dict[str, Any], directory: Path) -> dict[str, Any]:
     """The base spec (a file relative to `directory`, or inline), validated, as plain data."""
-    spec = load_spec(directory / base) if isinstance(base, str) else parse_spec(base)
+    spec = load_run_spec(directory / base) if isinstance(base, str) else parse_run_spec(base)
     return spec.model_dump()
 
 
