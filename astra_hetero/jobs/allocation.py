@@ -50,8 +50,8 @@ def allocate(shared: SharedClusterSpec) -> list[JobPool]:
                     raise SpecError(
                         field,
                         f"job {job.name!r}: GPU {d.local_gpu} of node {d.node_in_group} of node group "
-                        f"{d.group_name!r} is also job {shared.jobs[j].name!r}'s ({other}); no GPU may "
-                        "be in two jobs",
+                        f"{d.group_name!r} already belongs to job {shared.jobs[j].name!r} ({other}); no "
+                        "GPU may be in two jobs",
                     )
                 owner[rank] = (i, field)
             ranks = sorted(rank for rank, _ in chosen)

@@ -20,6 +20,9 @@ from astra_hetero.jobs.allocation import JobPool, allocate
 from astra_hetero.spec.schema import ClusterSpec, NodeGroupSpec, ScaleUpDomainSpec, Spec
 from astra_hetero.spec.schema.jobs import JobSpec, SharedClusterSpec
 
+# fields of a job's node group that are its share of the cluster's group (set by its `nodes:`)
+_SHARE_FIELDS = (".gpus_per_node", ".count", ".scale_up_domain.gpus")
+
 
 @dataclass(frozen=True)
 class PlacedJob:
@@ -38,11 +41,16 @@ class PlacedJob:
         return f"jobs[{self.index}]"
 
     def field(self, field: str) -> str:
-        """A field of the job's spec as a field of the shared spec."""
+        """A field of the job's spec as a field of the shared spec: its nodes' size and count are the
+        job's share (`jobs[i].nodes.<group>` where it names them), the rest of a node group the
+        cluster's."""
         prefix = "cluster.node_groups["
         if field.startswith(prefix):
             inside, _, rest = field[len(prefix) :].partition("]")
             if inside.isdigit() and int(inside) < len(self.group_index):
+                name = self.spec.cluster.group_names[int(inside)]
+                if rest in _SHARE_FIELDS and self.job.nodes is not None and name in self.job.nodes:
+                    return f"{self.where}.nodes.{name}"
                 return f"{prefix}{self.group_index[int(inside)]}]{rest}"
         return f"{self.where}.{field}" if field else self.where
 
