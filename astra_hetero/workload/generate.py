@@ -290,6 +290,8 @@ def manifest(plan: WorkloadPlan) -> dict[str, Any]:
         "micro_batches_per_replica": list(partition.micro_batches_per_replica),
         "idle_ranks": list(layout.idle_ranks),
         "scope": spec.scope.model_dump(mode="json") if spec.scope else None,
+        # what dynamics.json must hold: a directory that lost it fails instead of running static
+        "dynamics": {"events": len(spec.dynamics), "iterations": spec.iterations},
         "workload_prefix": rundir.WORKLOAD_PREFIX,
         "comm_groups": groups,
         "ranks": ranks,
