@@ -38,7 +38,7 @@ def run_output(
     ends = iteration_ends or [run_ns]
     iteration_ns = run_ns / len(ends)
     ranks = tuple(
-        _rank_result(sim, rank, simulated.row_of[rank], outcome, iteration_ns, len(ends))
+        _rank_result(sim, rank, simulated.row_of[rank], outcome, run_ns, len(ends))
         for rank in range(sim.num_ranks)
     )
     w = outcome.workload
@@ -96,19 +96,22 @@ def _folding_meta(folding: Folding, num_nodes: int) -> dict[str, Any]:
 
 
 def _rank_result(
-    sim: SimInput, rank: int, row: int, outcome: EngineOutcome, iteration_ns: float, iterations: int = 1
+    sim: SimInput, rank: int, row: int, outcome: EngineOutcome, run_ns: int, iterations: int = 1
 ) -> RankResult:
+    """The rank's figures, means per iteration. Idle is the run's rest on the integer-ns clock,
+    divided last: a difference of float means could come out at -3e-11 us for a rank never idle."""
     label = sim.labels[rank] if rank < len(sim.labels) else {}
-    compute, exposed = outcome.compute_ns[row] / iterations, outcome.exposed_ns[row] / iterations
+    compute_ns, exposed_ns = outcome.compute_ns[row], outcome.exposed_ns[row]
+    idle_ns = run_ns - compute_ns - exposed_ns
     return RankResult(
         rank=rank,
         gpu=str(label.get("gpu", "npu")),
         stage=optional_int(label.get("stage", 0)),
         replica=optional_int(label.get("replica", 0)),
         finish_us=outcome.finish_ns[row] / iterations / 1000,
-        compute_us=compute / 1000,
-        exposed_comm_us=exposed / 1000,
-        idle_us=(iteration_ns - compute - exposed) / 1000,
+        compute_us=compute_ns / iterations / 1000,
+        exposed_comm_us=exposed_ns / iterations / 1000,
+        idle_us=idle_ns / iterations / 1000,
         node=int(label.get("node", sim.machines[rank])),
         tp_index=label.get("tp_index"),
     )
