@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 
 from astra_hetero.backends.base import backend_names
+from astra_hetero.bounds import MAX_SWEEP_POINTS
+from astra_hetero.cli.options import positive_int
 from astra_hetero.cli.run import add_astrasim_options
 
 
@@ -39,6 +41,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_astrasim_options(parser, timeout_help="per point, ASTRA-sim backends (default: the study file's)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--max-points",
+        type=positive_int,
+        default=MAX_SWEEP_POINTS,
+        metavar="N",
+        help=f"most points a study may have, refused before any runs (default {MAX_SWEEP_POINTS:,})",
+    )
     parser.set_defaults(func=study)
 
 
@@ -50,7 +59,7 @@ def study(args: argparse.Namespace) -> int:
     from astra_hetero.studies.run import StudyOutcome
     from astra_hetero.sweep.run import first_line
 
-    plan = load_study(args.study_file, reduced=args.reduced)
+    plan = load_study(args.study_file, reduced=args.reduced, max_points=args.max_points)
     options = {
         "binary": args.binary,
         "bin_dir": args.bin_dir,
