@@ -99,7 +99,16 @@ def validate_sections(data: Any, source: Path | None = None) -> Spec:
         if not calibration.is_file():
             raise SpecError("calibration", f"file not found: {calibration}")
         spec = spec.model_copy(update={"calibration": str(calibration)})
+        spec._calibration_private = not _inside(calibration, base)
     return spec
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    """Whether `path`, symlinks resolved, lies in `directory` or below it."""
+    try:
+        return path.resolve().is_relative_to(directory.resolve())
+    except (OSError, RuntimeError):
+        return False
 
 
 def _kind(data: Any) -> str:

@@ -89,7 +89,9 @@ def timed_blocks(spec: Spec, devices: Iterable[Device]) -> dict[str, DeviceBlock
     """Every block a rank may run, timed once per GPU type among `devices` (the planner's estimates
     use the same blocks as the traces)."""
     x = shape_of(spec.model, spec.parallelism, spec.compute.attention)
-    calibration = load_calibration(spec.calibration) if spec.calibration else None
+    calibration = (
+        load_calibration(spec.calibration, private=spec.calibration_private) if spec.calibration else None
+    )
     if calibration is not None:
         calibration.check_gpus([*gpu_catalog(), *(g.gpu.type_key for g in spec.cluster.node_groups)])
     # One cost model per GPU label; the spec guarantees that a label names one set of numbers.

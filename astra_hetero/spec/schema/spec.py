@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from astra_hetero.dynamics.events import DynamicEvent
 from astra_hetero.spec.schema.base import Strict
@@ -32,3 +32,10 @@ class Spec(Strict):
         default_factory=list, description="timed events: link rates, slow GPUs, background traffic, jitter"
     )
     iterations: Iterations = Field(1, description="back-to-back training iterations to simulate")
+    # Whether the calibration table lies outside the spec's directory: then its errors quote nothing
+    # of it (`calibration:` may name any file). Set when the spec is loaded; private until known.
+    _calibration_private: bool = PrivateAttr(True)
+
+    @property
+    def calibration_private(self) -> bool:
+        return self._calibration_private
