@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from astra_hetero.errors import AstraHeteroError, BackendUnavailable
+from astra_hetero.errors import AstraHeteroError, BackendUnavailable, InfeasiblePlan
 from astra_hetero.planner.base import Budget, Progress, Quiet, SearchOutcome, Trial
 from astra_hetero.planner.baseline import HomogeneousBaseline
 from astra_hetero.planner.cache import PlanCache
@@ -84,6 +84,9 @@ def find_plans(
         search = create_planner(settings.planner).search(
             problem, evaluator, Budget.of(settings.max_simulations, main_seconds), progress
         )
+        if search.num_feasible == 0:
+            # the spec's own plan or the baseline's lie outside the space asked for: no answer to it
+            raise InfeasiblePlan("search", no_feasible_message(search))
         baseline = None
         if with_baseline:
             left = None if seconds is None else max(1.0, seconds - (time.monotonic() - started))
@@ -93,6 +96,20 @@ def find_plans(
         simulated = evaluator.num_simulated
     return PlanReport(
         problem, search, baseline, spec_plan, time.monotonic() - started, jobs, simulated, cache.hits
+    )
+
+
+def no_feasible_message(search: SearchOutcome) -> str:
+    widen = "widen the search section (tp/pp/dp, micro_batch_size, recompute, distributed_optimizer)"
+    if not search.num_candidates:
+        return (
+            "the search space is empty: no tp·pp·dp of the values allowed fits the cluster's GPUs and "
+            f"the model; {widen}"
+        )
+    counts = ", ".join(f"{key} {n}" for key, n in search.tally.counts.most_common(6))
+    return (
+        f"none of the {search.num_candidates} candidates of the search space is feasible "
+        f"({counts or search.stopped}); {widen} or the cluster"
     )
 
 

@@ -188,6 +188,17 @@ def test_no_feasible_plan_exits_2_with_the_reasons(tmp_path, capsys):
     assert "memory" in capsys.readouterr().err
 
 
+def test_a_search_space_without_a_feasible_plan_exits_2_even_when_the_spec_has_its_own(tmp_path, capsys):
+    # the spec's own plan (tp 2, pp 1, dp 4) runs, but it is not in the space asked for: no dp of 5
+    # tiles 8 GPUs, so the answer is that the space holds no plan, not the spec's plan as best.yaml
+    data = plan_data({"dp": [5]})
+    data["parallelism"].update({"tp": 2, "pp": 1, "dp": 4, "micro_batch_size": 1})
+    code, out = plan(tmp_path, data)
+    assert code == 2 and not out.exists()
+    err = capsys.readouterr().err
+    assert err.startswith("error: search: the search space is empty")
+
+
 @pytest.mark.skipif(importlib.util.find_spec("ray") is not None, reason="ray is installed here")
 def test_ray_without_the_extra_says_how_to_install_it(tmp_path, capsys):
     code, out = plan(tmp_path, plan_data({"tp": 4}), "--ray", "auto")
