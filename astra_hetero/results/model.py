@@ -66,6 +66,7 @@ class RunResult:
     exit_status: int | None = None
     wall_time_s: float | None = None
     time_unit_note: str = "times in microseconds; ASTRA-sim cycles are nanoseconds"
+    format: str = RESULT_FORMAT  # what result.json says it is; read_result refuses any other
     meta: dict[str, Any] = field(default_factory=dict)
     # per iteration {index, time_us} (iteration_time_us is their mean); empty where a backend ran one
     iterations: tuple[dict[str, Any], ...] = ()
@@ -87,7 +88,6 @@ class RunResult:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunResult:
         data = dict(data)
-        data.pop("format", None)
         ranks = tuple(RankResult(**r) for r in data.pop("ranks"))
         collectives = tuple(CollectiveStat(**c) for c in data.pop("collectives", []))
         warnings = tuple(data.pop("warnings", []))
