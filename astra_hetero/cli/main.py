@@ -2,7 +2,8 @@
 
 Exit codes: 0 success, 1 a run failed (backend error, deadlock, or a bug), 2 bad input (spec, run
 directory, command line), 130 interrupted. Every failure ends as one line on stderr; `--debug` (or
-ASTRA_HETERO_DEBUG=1) adds the traceback of an unexpected error.
+ASTRA_HETERO_DEBUG=1) adds the traceback of an unexpected error. Output piped into a command that
+stops reading (`report RUN | head`) is not a failure: exit 0, nothing on stderr.
 
 Only the standard library is imported at module level, and everything else (the subcommands, and with
 them pydantic, numpy, ...) inside `main`, so that Ctrl-C during start-up is handled like any other.
@@ -88,17 +89,23 @@ def _run(argv: list[str], debug: bool, signals: list[int], raising: list[bool]) 
         raising[0] = True
         if signals:
             raise KeyboardInterrupt
-        args = parser.parse_args(argv)
-        return int(args.func(args))
+        try:
+            args = parser.parse_args(argv)
+            code = int(args.func(args))
+        finally:  # what is still buffered goes out now, where a closed pipe is caught below
+            sys.stdout.flush()
+        return code
     except SystemExit as exc:  # argparse: usage errors (2), --help and --version (0)
         return exc.code if isinstance(exc.code, int) else 1
     except AstraHeteroError as exc:
         _say(f"error: {exc}")
         return exc.exit_code
-    except BrokenPipeError:  # output piped into a command that stopped reading (e.g. `| head`)
-        _quiet_stdout()
-        return 1
     except BaseException as exc:  # noqa: BLE001 - also what extensions raise outside Exception
+        if isinstance(exc, BrokenPipeError) and _stdout_closed():
+            # output piped into a command that stopped reading (`report RUN | head`): not an error;
+            # the command's files were already written whole
+            _quiet_stdout()
+            return 0
         if signals or isinstance(exc, KeyboardInterrupt | Terminated):
             terminated = isinstance(exc, Terminated) or signal.SIGTERM in signals
             _say("terminated" if terminated else "interrupted")
@@ -141,6 +148,19 @@ def _say(text: str) -> None:
         print(text, file=sys.stderr)
     except (OSError, ValueError):
         pass
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe that nobody reads any more (poll reports an error on its write end);
+    a broken pipe to anything else (a child process, a socket) is a failure like any other."""
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows), no file descriptor
+        return False
 
 
 def _quiet_stdout() -> None:
