@@ -6,6 +6,7 @@ writes inputs, `execute` adds a result to existing inputs, `run_spec` does both 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -23,6 +24,7 @@ from astra_hetero.outputs import RUN_PARTS, OutputStaging, publish_output
 from astra_hetero.progress import progress_bar
 from astra_hetero.results.io import check_result, relocate, write_result
 from astra_hetero.results.model import RunOutput, RunResult, SharedSpans, Span
+from astra_hetero.results.throughput import with_throughput
 
 if TYPE_CHECKING:  # imported where used: `run RUN_DIR` needs neither the spec schema nor the generator
     from astra_hetero.spec.schema import Spec
@@ -197,7 +199,9 @@ def _simulate(
             if keep_failed_logs and run.staging.previous is not None:
                 _keep_failed_logs(path, run.staging.previous, exc)
             raise
-        return _write_result(path, run.root, output, timeline)
+        manifest = rundir.read_json_object(path / rundir.MANIFEST, "run `astra-hetero generate` first")
+        stated = with_throughput(output.result, manifest, str(run.root / rundir.MANIFEST))
+        return _write_result(path, run.root, dataclasses.replace(output, result=stated), timeline)
 
     return run.write("result", inputs, write)
 

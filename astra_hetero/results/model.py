@@ -72,6 +72,8 @@ class RunResult:
     iterations: tuple[dict[str, Any], ...] = ()
     # per dynamics event {index, event, start_us, end_us, ranks, links}: what each one touched
     events: tuple[dict[str, Any], ...] = ()
+    # tokens_per_s, model_tflops_per_gpu, mfu, ... (results/throughput.py); None where not stated
+    throughput: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("ranks", "collectives")}

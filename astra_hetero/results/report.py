@@ -19,6 +19,7 @@ from rich.table import Table
 from astra_hetero.results.aggregate import GroupStats, Spread
 from astra_hetero.results.compare import RunSummary, all_gpus, all_stages, summarize
 from astra_hetero.results.model import RunResult
+from astra_hetero.results.throughput import throughput_line
 
 WIDTH = 120
 _UNITS = ((1e6, "s"), (1e3, "ms"), (1.0, "µs"))
@@ -53,7 +54,8 @@ def summary_tables(summary: RunSummary) -> list[TextTable]:
     )
     by_stage = TextTable(
         title=title,
-        notes=result.approximations,  # shown whole, each on a line of its own
+        # shown whole, each on a line of its own
+        notes=tuple(n for n in (throughput_line(result), *result.approximations) if n),
         columns=("stage", "ranks", "GPUs", *spread_columns),
         rows=tuple(
             (g.label, str(g.num_ranks), ", ".join(g.gpus), *_spreads(g, scale)) for g in summary.stages

@@ -29,6 +29,7 @@ from astra_hetero.workload.graph import build_rank_graph
 from astra_hetero.workload.invariants import ClassSummary, check_bound, summarize
 from astra_hetero.workload.layout import Layout, Placement, build_layout
 from astra_hetero.workload.memory import check_memory, max_layers_that_fit, peak_by_gpu
+from astra_hetero.workload.model_flops import throughput_record
 from astra_hetero.workload.partition import Partition, build_partition, micro_batch_group
 from astra_hetero.workload.program import COMP, RankContext, RankGraph, TraceNode
 from astra_hetero.workload.schedule import stage_steps
@@ -298,6 +299,7 @@ def manifest(plan: WorkloadPlan) -> dict[str, Any]:
         "scope": spec.scope.model_dump(mode="json") if spec.scope else None,
         # what dynamics.json must hold: a directory that lost it fails instead of running static
         "dynamics": {"events": len(spec.dynamics), "iterations": spec.iterations},
+        "throughput": throughput_record(spec),
         "workload_prefix": rundir.WORKLOAD_PREFIX,
         "comm_groups": groups,
         "ranks": ranks,

@@ -72,7 +72,7 @@ class NcclCommPlanner:
             return self._exchange(pairs, kind, size, size / n)
         facts = self._facts.get(members) or self._analyse(members)
         total = size * n if kind == tuning.ALL_GATHER else size  # NCCL's size: the whole buffer
-        table = self._table(facts.scope, kind, facts.groups)
+        table = self._table(facts.scope, kind, facts.groups, n, facts.communicator.num_nodes)
         if table is not None:
             ratio = tuning.bus_factor(kind, n) / table.table.bus_factor
             time_us = table.table.time_us(total) * ratio
@@ -134,7 +134,8 @@ class NcclCommPlanner:
         ranks = {r for pair in pairs for r in pair}
         num_nodes = len({self.machines[r] for r in ranks})
         routes = [self.router.route(a, b) for a, b in pairs]
-        table = self._table("inter_node" if num_nodes > 1 else "intra_node", kind, self._groups(ranks))
+        scope = "inter_node" if num_nodes > 1 else "intra_node"
+        table = self._table(scope, kind, self._groups(ranks), len(ranks), num_nodes)
         if table is not None:
             ratio = tuning.bus_factor(kind, len(ranks)) / table.table.bus_factor
             time_us = table.table.time_us(size) * ratio
@@ -158,8 +159,12 @@ class NcclCommPlanner:
         names = self.comm.node_groups
         return frozenset(names[r] for r in ranks) if names else frozenset()
 
-    def _table(self, scope: str, kind: str, groups: frozenset[str]) -> ScopedTable | None:
-        return select_table(list(self.comm.tables), scope, kind, set(groups)) if self.comm.tables else None
+    def _table(
+        self, scope: str, kind: str, groups: frozenset[str], num_ranks: int, num_nodes: int
+    ) -> ScopedTable | None:
+        if not self.comm.tables:
+            return None
+        return select_table(list(self.comm.tables), scope, kind, set(groups), num_ranks, num_nodes)
 
     def _count(self, kind: str, facts: _Facts, total: float, algorithm: str, protocol: str) -> None:
         t = facts.communicator
