@@ -16,6 +16,7 @@ from astra_hetero.cli.options import add_force_argument
 from astra_hetero.errors import RunDirError
 from astra_hetero.outputs import publish
 from astra_hetero.results.compare import RunSummary, report_json, summarize
+from astra_hetero.results.facts import RunFacts, read_facts
 from astra_hetero.results.io import read_result
 from astra_hetero.results.model import RunResult
 from astra_hetero.results.report import comparison_tables, summary_tables, to_markdown, to_text
@@ -53,8 +54,9 @@ def run(args: argparse.Namespace) -> int:
     labels = run_labels(run_dirs)
     results = [(label, read_result(run_dir)) for label, run_dir in zip(labels, run_dirs, strict=True)]
     out_dir = args.output or default_output(run_dirs)
-    print(report_text(results), end="")
-    written = write_report(results, run_dirs, out_dir, plots=not args.no_plots, force=args.force)
+    facts = [read_facts(run_dir) for run_dir in run_dirs]
+    print(report_text(results, facts), end="")
+    written = write_report(results, run_dirs, out_dir, plots=not args.no_plots, force=args.force, facts=facts)
     for path in written:
         print(f"wrote {path}")
     return 0
@@ -86,9 +88,10 @@ def default_output(run_dirs: Sequence[Path]) -> Path:
     return path
 
 
-def report_text(results: Sequence[tuple[str, RunResult]]) -> str:
+def report_text(results: Sequence[tuple[str, RunResult]], facts: Sequence[RunFacts] = ()) -> str:
     summaries = summarize(results)
-    parts = [to_text(summary_tables(s)) for s in summaries]
+    facts = list(facts) or [RunFacts()] * len(summaries)
+    parts = [to_text(summary_tables(s, f)) for s, f in zip(summaries, facts, strict=True)]
     if len(summaries) >= 2:
         parts.append(to_text(comparison_tables(summaries)))
     return "\n".join(parts)
@@ -100,6 +103,7 @@ def write_report(
     out_dir: Path,
     plots: bool = True,
     force: bool = False,
+    facts: Sequence[RunFacts] = (),
 ) -> list[Path]:
     """Write PNGs (unless `plots` is false), report.json and report.md into `out_dir`, replacing the
     previous report there as a whole; return their paths."""
@@ -114,12 +118,18 @@ def write_report(
         for entry, run_dir in zip(data["runs"], run_dirs, strict=True):
             entry["run_dir"] = str(run_dir)
         write_json_atomic(staging / "report.json", data)
-        write_text_atomic(staging / "report.md", _markdown(summaries, run_dirs, names))
+        write_text_atomic(staging / "report.md", _markdown(summaries, run_dirs, names, facts))
         written = sorted(p.name for p in staging.iterdir())
     return [out_dir / name for name in written]
 
 
-def _markdown(summaries: Sequence[RunSummary], run_dirs: Sequence[Path], plots: Sequence[str]) -> str:
+def _markdown(
+    summaries: Sequence[RunSummary],
+    run_dirs: Sequence[Path],
+    plots: Sequence[str],
+    facts: Sequence[RunFacts] = (),
+) -> str:
+    facts = list(facts) or [RunFacts()] * len(summaries)
     lines = ["# astra-hetero report", ""]
     lines += [
         f"- **{s.label}**: `{run_dir}` ({s.result.backend}, {s.result.num_ranks} ranks)"
@@ -128,7 +138,9 @@ def _markdown(summaries: Sequence[RunSummary], run_dirs: Sequence[Path], plots: 
     sections = ["\n".join(lines) + "\n"]
     if len(summaries) >= 2:
         sections.append("## Comparison\n\n" + to_markdown(comparison_tables(summaries)))
-    sections += [f"## {s.label}\n\n" + to_markdown(summary_tables(s)) for s in summaries]
+    sections += [
+        f"## {s.label}\n\n" + to_markdown(summary_tables(s, f)) for s, f in zip(summaries, facts, strict=True)
+    ]
     if plots:
         sections.append("## Plots\n\n" + "\n\n".join(f"![{name}]({name})" for name in plots) + "\n")
     return "\n".join(sections)

@@ -108,10 +108,11 @@ def backend_options(args: argparse.Namespace) -> dict[str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from astra_hetero.results.facts import read_facts
     from astra_hetero.results.report import render_summary
 
     run_dir, result = simulate(args)
-    print(render_summary(result, label=run_dir.name))
+    print(render_summary(result, label=run_dir.name, facts=read_facts(run_dir)))
     wrote = "result.json" + ("" if args.timeline == "none" else " and trace.json")
     print(f"wrote {wrote} in {run_dir}")
     return 0

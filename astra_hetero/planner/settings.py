@@ -28,7 +28,6 @@ def one_or_list(value: Any) -> Any:
     ]
 
 
-
 class _SearchBase(Strict):
     tp: one_or_list(PositiveInt) | None = Field(None, description="TP degrees; default all that fit")
     pp: one_or_list(PositiveInt) | None = Field(None, description="pipeline depths; default all")

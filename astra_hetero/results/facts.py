@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from astra_hetero.rundir import MANIFEST, read_json_object
 
 SCHEDULE_NAMES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "interleaved 1F1B"}
 
@@ -30,8 +33,8 @@ class MemoryUse:
 
 @dataclass(frozen=True)
 class RunFacts:
-    model: str = ""  # "gpt3-13b, 40 layers"
-    gpus: str = ""  # "16 GPUs: 8 a100-80, 8 h100-sxm (4 idle)"
+    model: str = ""  # "gpt3-13b (40 layers, hidden size 5120)"
+    gpus: str = ""  # "16 GPUs: 8 a100-80, 8 h100-sxm, 4 left idle by the plan"
     plan: str = ""  # "TP 8 · PP 2 · DP 1, 16 micro-batches of 1 per replica, 1F1B"
     scope: str = ""  # a cut-down iteration, said plainly; "" for the whole iteration
     memory: tuple[MemoryUse, ...] = ()
@@ -47,6 +50,12 @@ class RunFacts:
                 for m in self.memory
             },
         }
+
+
+def read_facts(run_dir: Path) -> RunFacts:
+    """The facts of a run directory's manifest.json; none for a directory without one."""
+    path = Path(run_dir) / MANIFEST
+    return run_facts(read_json_object(path, "")) if path.is_file() else RunFacts()
 
 
 def run_facts(manifest: dict[str, Any]) -> RunFacts:
@@ -77,10 +86,14 @@ def fact_lines(facts: RunFacts) -> list[str]:
 def _model(model: Any) -> str:
     if not isinstance(model, dict):
         return ""
-    name = model.get("preset") or model.get("name") or ""
-    layers = model.get("num_layers")
-    size = f"{layers} layers" if isinstance(layers, int) else ""
-    return ", ".join(str(p) for p in (name, size) if p)
+    name = model.get("preset") or model.get("name") or "a model"
+    layers, hidden = model.get("num_layers"), model.get("hidden_size")
+    size = ", ".join(
+        text
+        for value, text in ((layers, f"{layers} layers"), (hidden, f"hidden size {hidden}"))
+        if isinstance(value, int)
+    )
+    return f"{name} ({size})" if size else str(name)
 
 
 def _gpus(ranks: Any) -> str:
@@ -89,7 +102,7 @@ def _gpus(ranks: Any) -> str:
     counts = Counter(str(r.get("gpu", "?")) for r in ranks)
     idle = sum(bool(r.get("idle")) for r in ranks)
     kinds = ", ".join(f"{n} {gpu}" for gpu, n in sorted(counts.items()))
-    return f"{len(ranks)} GPUs ({kinds})" + (f", {idle} left idle by the plan" if idle else "")
+    return f"{len(ranks)} GPUs: {kinds}" + (f", {idle} left idle by the plan" if idle else "")
 
 
 def _plan(manifest: dict[str, Any]) -> str:
@@ -132,7 +145,7 @@ def _memory(memory: Any) -> tuple[MemoryUse, ...]:
         if not isinstance(entry, dict):
             continue
         peak, capacity = entry.get("peak_gib"), entry.get("capacity_gib")
-        if not all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in (peak, capacity)):
+        if not all(_positive(v) for v in (peak, capacity)):
             continue
         stage, replica = entry.get("stage"), entry.get("replica")
         uses.append(
@@ -145,3 +158,7 @@ def _memory(memory: Any) -> tuple[MemoryUse, ...]:
             )
         )
     return tuple(uses)
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < float("inf")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections import Counter
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,7 +65,9 @@ class Study:
 
 def load_study(path: str | Path, reduced: bool = False, max_points: int = MAX_SWEEP_POINTS) -> Study:
     path = Path(path)
-    return plan_study(read_yaml(path, "", "study file"), path.parent, reduced, source=path, max_points=max_points)
+    return plan_study(
+        read_yaml(path, "", "study file"), path.parent, reduced, source=path, max_points=max_points
+    )
 
 
 def plan_study(

@@ -18,10 +18,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from astra_hetero.errors import InfeasiblePlan
+from astra_hetero.spec.devices import Device
 from astra_hetero.spec.schema import Spec
 from astra_hetero.units import BYTES_PER_GIB
 from astra_hetero.workload.costs import stage_parameters
-from astra_hetero.spec.devices import Device
 from astra_hetero.workload.layout import Layout
 from astra_hetero.workload.partition import Partition, even_split
 from astra_hetero.workload.schedule import FORWARD, stage_steps

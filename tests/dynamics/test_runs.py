@@ -179,7 +179,16 @@ def test_iterations_alone_are_dynamics_the_run_directory_must_keep(tmp_path):
 def test_the_shipped_flap_example_runs_for_iteration_counts_that_used_to_fail(tmp_path, fold):
     # 6 (and 7, 11, 15) iterations left a rank's mean idle time at -3e-11 us: no result written
     example = str(Path(__file__).parents[2] / "examples/dynamics_nic_flap.yaml")
-    args = ["run", example, "-o", str(tmp_path / "run"), "--iterations", "6", "--quiet", *filter(None, [fold])]
+    args = [
+        "run",
+        example,
+        "-o",
+        str(tmp_path / "run"),
+        "--iterations",
+        "6",
+        "--quiet",
+        *filter(None, [fold]),
+    ]
     assert main(args) == 0
     ranks = json.loads((tmp_path / "run/result.json").read_text())["ranks"]
     assert min(rank["idle_us"] for rank in ranks) == 0

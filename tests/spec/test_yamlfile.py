@@ -154,7 +154,9 @@ def test_an_include_never_echoes_the_included_file(tmp_path, content):
 
 
 @pytest.mark.parametrize(
-    "content", ["name: x\x00\n", f"{SECRET}=1\x00HOME=/root\x00", "a: 1\n\x07bell\n"], ids=["nul", "environ", "bel"]
+    "content",
+    ["name: x\x00\n", f"{SECRET}=1\x00HOME=/root\x00", "a: 1\n\x07bell\n"],
+    ids=["nul", "environ", "bel"],
 )
 def test_a_control_character_is_an_input_error_naming_the_file(tmp_path, content, capsys):
     from astra_hetero.cli.main import main

@@ -197,7 +197,11 @@ def test_reduced_version_must_exist_and_keep_what_derived_columns_compare_agains
     [
         ({"description": "d", "axes": {"speed": [1]}}, "reduced.axes.speed", "no such axis"),
         ({"description": "d", "axes": {"nic_gbps": [50]}}, "reduced.axes.nic_gbps[0]", "not a value"),
-        ({"description": "d", "axes": {"prediction": ["homogeneous"]}}, "reduced.axes.prediction", "error_pct"),
+        (
+            {"description": "d", "axes": {"prediction": ["homogeneous"]}},
+            "reduced.axes.prediction",
+            "error_pct",
+        ),
         ({"description": "d", "set": {"scope.depth": 1}}, "reduced.set.scope.depth", ""),
         ({"description": "d", "set": {"parallelism.tp": 0}}, "reduced.set.parallelism.tp", "greater than"),
     ],
@@ -220,7 +224,7 @@ def test_the_reduced_version_is_checked_when_the_file_loads_not_only_under_reduc
     ],
 )
 def test_an_override_that_can_never_be_valid_is_an_input_error_before_any_point_runs(tmp_path, where, field):
-    (key, value), = where.items()
+    ((key, value),) = where.items()
     data = broken(key, value) if "." in key else study_data(**{key: value})
     with pytest.raises(SpecError) as error:
         plan(data, tmp_path)

@@ -155,7 +155,11 @@ PRIVATE_TABLES = {
     "op form": (f"gpu,op,time_us\nh100-sxm,{SECRET},1\n", ":2:", "op must be <operator>.<pass>"),
     "time": (f"gpu,op,time_us\nh100-sxm,qkv_proj.fwd,{SECRET}\n", ":2:", "time_us is not a number"),
     "tp": (f"gpu,op,time_us,tp\nh100-sxm,qkv_proj.fwd,1,{SECRET}\n", ":2:", "tp must be a whole number"),
-    "column": (f"gpu,op,time_us,{SECRET}\nh100-sxm,qkv_proj.fwd,1,2\n", ":1:", "unknown column(s) at position(s) 4"),
+    "column": (
+        f"gpu,op,time_us,{SECRET}\nh100-sxm,qkv_proj.fwd,1,2\n",
+        ":1:",
+        "unknown column(s) at position(s) 4",
+    ),
     "gpu": (f"gpu,op,time_us\n{SECRET},qkv_proj.fwd,1\n", ":2:", "unknown GPU; known:"),
 }
 
