@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import os
 from collections.abc import Iterator, Sequence
@@ -25,6 +26,8 @@ from astra_hetero.progress import progress_bar
 from astra_hetero.results.io import check_result, relocate, write_result
 from astra_hetero.results.model import RunOutput, RunResult, SharedSpans, Span
 from astra_hetero.results.throughput import with_throughput
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # imported where used: `run RUN_DIR` needs neither the spec schema nor the generator
     from astra_hetero.spec.schema import Spec
@@ -81,6 +84,12 @@ def build_into(
     run: OutputStaging, spec: Spec, *, workload: bool, topology: bool, progress: bool, draw: bool = False
 ) -> None:
     inputs = topology_inputs(spec)
+    logger.info(
+        "building %s%s%s",
+        "the workload" if workload else "",
+        " and " if workload and topology else "",
+        "the network" if topology else "",
+    )
     if workload:
         run.write("workload", inputs, lambda path: _write_workload(spec, path, progress))
     else:
@@ -187,6 +196,7 @@ def _simulate(
     the existing directory as `logs/<name>.failed.log`, beside its previous result, for diagnosis.
     """
     rundir.check_inputs_inside(run.path)
+    logger.info("simulating %s on the %s backend", run.root, backend)
     if backend == "embedded":
         options = {**options, "timeline": timeline != "none"}
     runner = create_backend(backend, **options)
@@ -234,6 +244,12 @@ def _write_result(path: Path, root: Path, output: RunOutput, timeline: str) -> R
             spans, note = sample_spans(result, spans, MAX_TIMELINE_SPANS)
         write_timeline(path / rundir.TIMELINE, result, spans, note)
     write_result(path, result)
+    logger.info(
+        "iteration %.6g us (simulated in %s s); result.json%s written",
+        result.iteration_time_us,
+        result.wall_time_s,
+        "" if timeline == "none" else " and trace.json",
+    )
     return result
 
 

@@ -11,10 +11,13 @@ them pydantic, numpy, ...) inside `main`, so that Ctrl-C during start-up is hand
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from astra_hetero.errors import AstraHeteroError
 
@@ -41,12 +44,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"astra-hetero {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="say on stderr what the tool is doing (-vv: in more detail)",
+    )
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in SUBCOMMANDS:
         import_module(f"astra_hetero.cli.{name}").register(subparsers)
-    for subparser in subparsers.choices.values():  # --debug also after the subcommand
+    for subparser in subparsers.choices.values():  # --debug and --verbose also after the subcommand
         subparser.add_argument(
             "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+        )
+        subparser.add_argument(
+            "-v", "--verbose", action="count", default=argparse.SUPPRESS, help=argparse.SUPPRESS
         )
     return parser
 
@@ -91,7 +104,8 @@ def _run(argv: list[str], debug: bool, signals: list[int], raising: list[bool]) 
             raise KeyboardInterrupt
         try:
             args = parser.parse_args(argv)
-            code = int(args.func(args))
+            with _logging_to_stderr(args.verbose):
+                code = int(args.func(args))
         finally:  # what is still buffered goes out now, where a closed pipe is caught below
             sys.stdout.flush()
         return code
@@ -117,6 +131,27 @@ def _run(argv: list[str], debug: bool, signals: list[int], raising: list[bool]) 
         hint = "" if debug else "; run with --debug for the traceback"
         _say(f"error: unexpected {type(exc).__name__}: {_one_line(str(exc))} (a bug{hint})")
         return 1
+
+
+@contextmanager
+def _logging_to_stderr(verbosity: int) -> Iterator[None]:
+    """The package's log records (`logging.getLogger(__name__)` in each module) on stderr while one
+    command runs: INFO with -v, DEBUG with -vv; nothing without. Undone afterwards, so that a library
+    caller's own logging set-up is left as it was."""
+    if not verbosity:
+        yield
+        return
+    logger = logging.getLogger("astra_hetero")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s", "%H:%M:%S"))
+    level = logger.level
+    logger.setLevel(logging.INFO if verbosity == 1 else logging.DEBUG)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def _end_interrupted(code: int) -> None:

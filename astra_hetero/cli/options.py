@@ -1,10 +1,12 @@
-"""Options several subcommands share: the output directory, `--force`, and the work limits."""
+"""Options several subcommands share: the output directory, `--force`, the work limits, `--json`."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from pathlib import Path
+from typing import Any
 
 from astra_hetero.bounds import WorkLimits
 
@@ -70,4 +72,27 @@ def positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive, finite number of seconds, got {text!r}")
+    return value
+
+
+def add_json_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help=f"print {what} as one JSON object on stdout instead of tables (for scripts)",
+    )
+
+
+def print_json(document: Any) -> None:
+    """One JSON object on stdout; NaN and infinities (not JSON) as null."""
+    print(json.dumps(_finite(document), indent=2))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
     return value

@@ -12,7 +12,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from astra_hetero.cli.options import add_force_argument
+from astra_hetero.cli.options import add_force_argument, add_json_argument, print_json
 from astra_hetero.errors import RunDirError
 from astra_hetero.outputs import publish
 from astra_hetero.results.compare import RunSummary, report_json, summarize
@@ -45,6 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "a 'report' directory beside the first run for several)",
     )
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    add_json_argument(parser, "the report (report.json's content, and the files written)")
     add_force_argument(parser)
     parser.set_defaults(func=run)
 
@@ -55,8 +56,14 @@ def run(args: argparse.Namespace) -> int:
     results = [(label, read_result(run_dir)) for label, run_dir in zip(labels, run_dirs, strict=True)]
     out_dir = args.output or default_output(run_dirs)
     facts = [read_facts(run_dir) for run_dir in run_dirs]
-    print(report_text(results, facts), end="")
-    written = write_report(results, run_dirs, out_dir, plots=not args.no_plots, force=args.force, facts=facts)
+    if not args.json:
+        print(report_text(results, facts), end="")
+    written, data = write_report(
+        results, run_dirs, out_dir, plots=not args.no_plots, force=args.force, facts=facts
+    )
+    if args.json:
+        print_json({**data, "files": [str(path) for path in written]})
+        return 0
     for path in written:
         print(f"wrote {path}")
     return 0
@@ -104,9 +111,9 @@ def write_report(
     plots: bool = True,
     force: bool = False,
     facts: Sequence[RunFacts] = (),
-) -> list[Path]:
+) -> tuple[list[Path], dict]:
     """Write PNGs (unless `plots` is false), report.json and report.md into `out_dir`, replacing the
-    previous report there as a whole; return their paths."""
+    previous report there as a whole; return their paths and report.json's content."""
     summaries = summarize(results)
     with publish(out_dir, force=force, entries=REPORT_ENTRIES) as staging:
         names: list[str] = []
@@ -115,12 +122,14 @@ def write_report(
 
             names = [p.name for p in write_plots(results, staging)]
         data = report_json(summaries, names)
-        for entry, run_dir in zip(data["runs"], run_dirs, strict=True):
+        facts = list(facts) or [RunFacts()] * len(run_dirs)
+        for entry, run_dir, run_facts in zip(data["runs"], run_dirs, facts, strict=True):
             entry["run_dir"] = str(run_dir)
+            entry["simulated"] = run_facts.to_json()
         write_json_atomic(staging / "report.json", data)
         write_text_atomic(staging / "report.md", _markdown(summaries, run_dirs, names, facts))
         written = sorted(p.name for p in staging.iterdir())
-    return [out_dir / name for name in written]
+    return [out_dir / name for name in written], data
 
 
 def _markdown(

@@ -3,6 +3,7 @@ plan when it gives a complete one — sharing one evaluator (workers, cache) and
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
@@ -21,6 +22,8 @@ from astra_hetero.planner.shape import Shape
 from astra_hetero.planner.space import spec_grid
 from astra_hetero.spec.load import check_consistency
 from astra_hetero.workload.generate import plan_workload
+
+logger = logging.getLogger(__name__)
 
 PLANNERS = {p.name: p for p in (BranchAndBound, Exhaustive, HomogeneousBaseline)}
 BASELINE_TIME_SHARE = 0.2  # of --time-budget kept for the baseline
@@ -80,9 +83,23 @@ def find_plans(
     cache = cache or PlanCache(None)
     with_baseline = settings.baseline and settings.planner != "homogeneous"
     main_seconds = seconds * (1 - BASELINE_TIME_SHARE) if seconds and with_baseline else seconds
+    logger.info(
+        "planning %r with %s (at most %d simulations, %d job(s))",
+        problem.base.name,
+        settings.planner,
+        settings.max_simulations,
+        jobs,
+    )
     with Evaluator(cache, jobs, ray_address) as evaluator:
         search = create_planner(settings.planner).search(
             problem, evaluator, Budget.of(settings.max_simulations, main_seconds), progress
+        )
+        logger.info(
+            "search: %d candidates, %d feasible, %d simulated (%s)",
+            search.num_candidates,
+            search.num_feasible,
+            len(search.trials),
+            search.stopped,
         )
         if search.num_feasible == 0:
             # the spec's own plan or the baseline's lie outside the space asked for: no answer to it
@@ -94,6 +111,7 @@ def find_plans(
             baseline = HomogeneousBaseline().search(problem, evaluator, budget, progress)
         spec_plan = _spec_plan(problem, evaluator, progress)
         simulated = evaluator.num_simulated
+        logger.info("%d simulation(s) run, %d taken from the cache", simulated, cache.hits)
     return PlanReport(
         problem, search, baseline, spec_plan, time.monotonic() - started, jobs, simulated, cache.hits
     )

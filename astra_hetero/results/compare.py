@@ -44,6 +44,7 @@ class RunSummary:
             "by_stage": [g.to_json() for g in self.stages],
             "by_gpu": [g.to_json() for g in self.gpus],
             "idle_share_by_gpu": self.idle_share_by_gpu,
+            "throughput": result.throughput,
             "warnings": list(result.warnings),
         }
 
