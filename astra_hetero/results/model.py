@@ -9,7 +9,7 @@ exposed_comm_us` is everything else (pipeline bubbles, waiting for peers, waitin
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -122,14 +122,17 @@ class Span:
     name: str
     start_ns: int
     end_ns: int
+    # shown with the span in a trace viewer: a collective's bytes, algorithm, protocol, ... (or None);
+    # a description, not a time: left out of equality (a folded timeline equals the plain one)
+    args: Mapping[str, Any] | None = field(default=None, compare=False)
 
 
 class SharedSpans(Sequence[Span]):
     """Spans of ranks that share their timelines (a folded simulation): rank r's spans are those of
-    `rows[row_of[r]]`, each `(kind, name, start_ns, end_ns)`. Behaves as the full tuple of every
+    `rows[row_of[r]]`, each `(kind, name, start_ns, end_ns[, args])`. Behaves as the full tuple of every
     rank's spans in rank order, built on demand; `for_ranks` picks ranks without building the rest."""
 
-    def __init__(self, rows: list[list[tuple[str, str, int, int]]], row_of: list[int]) -> None:
+    def __init__(self, rows: list[list[tuple[Any, ...]]], row_of: list[int]) -> None:
         self._rows = rows
         self._row_of = row_of
         self._len = sum(len(rows[row]) for row in row_of)
