@@ -66,6 +66,19 @@ def summarize(results: Sequence[tuple[str, RunResult]]) -> list[RunSummary]:
     ]
 
 
+# How a backend splits a rank's time that is not compute. The embedded engine: exposed communication
+# is communicating with no compute running, idle is the rest (bubbles, waiting). ASTRA-sim's backends
+# (their meta carries this note): exposed communication is finish − compute, so pipeline bubbles and
+# waiting on peers are in it, and idle is only the time after the rank finished.
+ASTRA_SPLIT_KEY = "exposed_comm_note"
+
+
+def splits_differ(summaries: Sequence[RunSummary]) -> bool:
+    """Whether the runs' exposed communication and idle mean different things (so only compute and
+    their sum, the time not computing, compare)."""
+    return len({ASTRA_SPLIT_KEY in s.result.meta for s in summaries}) > 1
+
+
 def iteration_ratio(time_us: float, reference_us: float) -> float:
     """`time_us / reference_us`; NaN when the reference took no time (nothing to compare against)."""
     return time_us / reference_us if reference_us > 0 else math.nan

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from astra_hetero.results.aggregate import GroupStats, group_ranks
-from astra_hetero.results.compare import RunSummary, summarize
+from astra_hetero.results.compare import ASTRA_SPLIT_KEY, RunSummary, summarize
 from astra_hetero.results.model import RunResult
 from astra_hetero.results.report import time_unit
 
@@ -105,7 +105,15 @@ def stage_times_figure(summaries: Sequence[RunSummary]) -> Figure:
 
     scale, unit = time_unit(max(s.result.iteration_time_us for s in summaries))
     widths = [max(len(s.stages), 2) for s in summaries]
-    fig = new_figure(width=min(2.5 + 0.35 * sum(widths) + 1.0 * len(summaries), 18.0), height=4.2)
+    # Up to 8 stages, each stage's GPU types go under it: across, one per line, where the figure can
+    # give every stage the width of its longest name (small font: ~0.075 in a character), else
+    # turned upright; past 8 stages, stage numbers only.
+    longest = max((len(gpu) for s in summaries for g in s.stages for gpu in g.gpus), default=4)
+    named = max(len(s.stages) for s in summaries) <= 8
+    per_stage = max(0.35, 0.075 * longest + 0.1) if named else 0.35
+    upright = named and 2.5 + per_stage * sum(widths) + 1.0 * len(summaries) > 18.0
+    per_stage = 0.45 if upright else per_stage
+    fig = new_figure(width=min(2.5 + per_stage * sum(widths) + 1.0 * len(summaries), 18.0), height=4.4)
     axes = fig.subplots(1, len(summaries), sharey=True, squeeze=False, width_ratios=widths)[0]
     for ax, summary in zip(axes, summaries, strict=True):
         stages = [g.stages[0] for g in summary.stages]
@@ -114,16 +122,24 @@ def stage_times_figure(summaries: Sequence[RunSummary]) -> Figure:
             values = [getattr(g, attr).mean / scale for g in summary.stages]
             ax.bar(stages, values, bottom=bottom, color=color, label=part)
             bottom = [a + b for a, b in zip(bottom, values, strict=True)]
-        if len(stages) <= 8:  # room to name each stage's GPU types under it
+        if upright:
             ax.set_xticks(
                 stages,
-                labels=[f"{s}\n{', '.join(g.gpus)}" for s, g in zip(stages, summary.stages, strict=True)],
+                labels=[f"{s} · {', '.join(g.gpus)}" for s, g in zip(stages, summary.stages, strict=True)],
+                fontsize="small",
+                rotation=90,
+            )
+        elif named:
+            ax.set_xticks(
+                stages,
+                labels=[f"{s}\n" + "\n".join(g.gpus) for s, g in zip(stages, summary.stages, strict=True)],
                 fontsize="small",
             )
         else:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=16))
-        ax.set_title(f"{summary.label} ({summary.result.backend})", fontsize="medium")
-        ax.set_xlabel("pipeline stage" + (" and its GPU types" if len(stages) <= 8 else ""))
+        split = " — exposed comm includes bubbles" if ASTRA_SPLIT_KEY in summary.result.meta else ""
+        ax.set_title(f"{summary.label} ({summary.result.backend}{split})", fontsize="medium")
+        ax.set_xlabel("pipeline stage" + (" and its GPU types" if named else ""))
     axes[0].set_ylabel(f"mean time per rank in one iteration ({unit})")
     legend_below(fig, axes[0])
     fig.suptitle("time per pipeline stage\n(mean over its ranks)", fontsize="medium")

@@ -7,6 +7,7 @@ report.md always show the same numbers. Rows are per stage and per GPU type, nev
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 from collections.abc import Iterable, Sequence
@@ -17,7 +18,14 @@ from rich.console import Console
 from rich.table import Table
 
 from astra_hetero.results.aggregate import GroupStats, Spread
-from astra_hetero.results.compare import RunSummary, all_gpus, all_stages, summarize
+from astra_hetero.results.compare import (
+    ASTRA_SPLIT_KEY,
+    RunSummary,
+    all_gpus,
+    all_stages,
+    splits_differ,
+    summarize,
+)
 from astra_hetero.results.facts import RunFacts, fact_lines
 from astra_hetero.results.model import RunResult
 from astra_hetero.results.throughput import throughput_line
@@ -28,6 +36,11 @@ SPREAD_CAPTION = (
     "Each time is the mean over the group's ranks, with the lowest–highest rank below it where they "
     "differ. exposed comm: communicating while no compute runs; idle: neither (pipeline bubbles, "
     "waiting for peers or for the slowest rank)."
+)
+ASTRA_SPREAD_CAPTION = (
+    "Each time is the mean over the group's ranks, with the lowest–highest rank below it where they "
+    "differ. As ASTRA-sim reports them, exposed comm is the rank's finish minus its compute (pipeline "
+    "bubbles and waiting on peers included); idle is the time after the rank finished."
 )
 IDLE_PERCENT = "idle %"
 
@@ -77,7 +90,7 @@ def summary_tables(summary: RunSummary, facts: RunFacts | None = None) -> list[T
         rows=tuple(
             (g.label, str(g.num_ranks), ", ".join(g.gpus), *_spreads(g, scale)) for g in summary.stages
         ),
-        caption=SPREAD_CAPTION,
+        caption=ASTRA_SPREAD_CAPTION if ASTRA_SPLIT_KEY in result.meta else SPREAD_CAPTION,
         wrap=(2,),
     )
     iteration = result.iteration_time_us
@@ -151,6 +164,8 @@ def comparison_tables(summaries: Sequence[RunSummary]) -> list[TextTable]:
             for s in summaries
         ),
     )
+    if splits_differ(summaries):
+        return [dataclasses.replace(iteration, notes=(MIXED_SPLITS,)), *_mixed_split_tables(summaries)]
     stages = TextTable(
         title=f"per-stage busy time ({unit}): compute + exposed comm, mean over the stage's ranks",
         columns=("stage", *labels),
@@ -165,6 +180,45 @@ def comparison_tables(summaries: Sequence[RunSummary]) -> list[TextTable]:
         rows=tuple((gpu, *(_idle_cell(s, gpu, scale) for s in summaries)) for gpu in all_gpus(summaries)),
     )
     return [iteration, stages, idle]
+
+
+MIXED_SPLITS = (
+    "These runs come from backends that split the time a rank is not computing differently: "
+    "ASTRA-sim's exposed communication is a rank's finish minus its compute, so it includes pipeline "
+    "bubbles and waiting on peers, and its idle time is only what follows the rank's finish; the "
+    "embedded engine counts as exposed only communication with no compute running, and the bubbles "
+    "as idle. Idle or exposed communication of one would be misread against the other, so the "
+    "tables compare compute and the time not computing (exposed comm + idle), which mean the same on both."
+)
+
+
+def _mixed_split_tables(summaries: Sequence[RunSummary]) -> list[TextTable]:
+    labels = tuple(s.label for s in summaries)
+    scale, unit = time_unit(max(s.result.iteration_time_us for s in summaries))
+
+    def cell(group: GroupStats | None, of: str) -> str:
+        if group is None:
+            return "-"
+        value = group.compute_us.mean if of == "compute" else group.exposed_comm_us.mean + group.idle_us.mean
+        return format_number(value / scale)
+
+    stages = TextTable(
+        title=f"per-stage compute ({unit}), mean over the stage's ranks",
+        columns=("stage", *labels),
+        rows=tuple(
+            (f"stage {stage}", *(cell(s.stage(stage), "compute") for s in summaries))
+            for stage in all_stages(summaries)
+        ),
+    )
+    waiting = TextTable(
+        title=f"time not computing ({unit}): exposed comm + idle, mean per rank of each GPU type",
+        columns=("GPU", *labels),
+        rows=tuple(
+            (gpu, *(cell(next((g for g in s.gpus if g.label == gpu), None), "waiting") for s in summaries))
+            for gpu in all_gpus(summaries)
+        ),
+    )
+    return [stages, waiting]
 
 
 def time_unit(largest_us: float) -> tuple[float, str]:

@@ -179,3 +179,36 @@ def test_an_approximation_is_one_line_in_the_summary_and_the_markdown() -> None:
 
 def test_a_result_without_approximations_shows_none() -> None:
     assert "approximation" not in render_summary(mixed_result())
+
+
+def astrasim_like(result: RunResult) -> RunResult:
+    """`result` as an ASTRA-sim backend reports it: exposed comm = finish − compute (bubbles in it),
+    idle = after the finish (none here: every rank finishes with the iteration)."""
+    ranks = tuple(
+        dataclasses.replace(r, exposed_comm_us=r.exposed_comm_us + r.idle_us, idle_us=0.0)
+        for r in result.ranks
+    )
+    meta = {"exposed_comm_note": "exposed_comm_us is ASTRA-sim's exposed communication (finish − GPU time)"}
+    return dataclasses.replace(result, backend="analytical", ranks=ranks, meta=meta)
+
+
+def test_runs_of_backends_that_split_idle_differently_compare_compute_and_time_not_computing() -> None:
+    embedded = mixed_result()  # H100: 60 compute, 5 exposed, 30 idle
+    text = compare_runs([("embedded", embedded), ("astra", astrasim_like(embedded))])
+    flat = " ".join(text.split())
+    assert "ASTRA-sim's exposed communication is a rank's finish minus its compute" in flat
+    assert "includes pipeline bubbles" in flat
+    assert "where the idle time sits" not in text  # 30 us of idle against 0 would be misread
+    waiting = next(line for line in text.splitlines() if line.startswith(" h100-sxm"))
+    assert waiting.split() == ["h100-sxm", "35.00", "35.00"]  # the same time, not computing, on both
+    assert "per-stage compute" in text
+
+
+def test_runs_of_one_backend_keep_the_idle_comparison() -> None:
+    text = compare_runs([("homo", homogeneous_result()), ("mixed", mixed_result())])
+    assert "where the idle time sits" in text and "finish minus its compute" not in text
+
+
+def test_an_astrasim_summary_says_what_its_exposed_comm_holds() -> None:
+    flat = " ".join(render_summary(astrasim_like(mixed_result())).split())
+    assert "exposed comm is the rank's finish minus its compute (pipeline bubbles" in flat
