@@ -171,34 +171,49 @@ def iteration_times_figure(summaries: Sequence[RunSummary]) -> Figure:
 
 
 def iteration_series_figure(result: RunResult, label: str = "") -> Figure:
-    """Time of each iteration of one run, with the iterations each dynamics event overlaps shaded."""
+    """Time of each iteration of one run; below it, one lane per dynamics event spanning the
+    iterations it overlaps (lanes, not shading: two events in one iteration never blend into a colour
+    of neither)."""
     times = [it["time_us"] for it in result.iterations] or [result.iteration_time_us]
     scale, unit = time_unit(max(times))
-    fig = new_figure(width=min(4.0 + 0.25 * len(times), 14.0), height=4.0)
-    ax = fig.subplots()
-    ax.plot(range(len(times)), [t / scale for t in times], marker="o", color=PARTS[0][1], label="iteration")
+    events = list(result.events)
+    lanes = 0.3 * len(events) + 0.5 if events else 0.0
+    fig = new_figure(width=min(4.5 + 0.25 * len(times), 14.0), height=3.6 + lanes)
+    if events:
+        ax, lane_ax = fig.subplots(2, 1, sharex=True, height_ratios=[3.1, lanes])
+    else:
+        ax, lane_ax = fig.subplots(), None
+    ax.plot(range(len(times)), [t / scale for t in times], marker="o", color=PARTS[0][1])
+    ax.set_ylim(0, max(times) / scale * 1.15)
+    ax.set_ylabel(f"iteration time ({unit})")
+    ax.set_title(f"{label or result.backend}: time of each iteration", fontsize="medium")
+    bottom = lane_ax if lane_ax is not None else ax
+    if lane_ax is not None:
+        _event_lanes(lane_ax, events, times)
+    bottom.set_xlabel("iteration")
+    if len(times) <= 30:
+        bottom.set_xticks(range(len(times)))
+    return fig
+
+
+EVENT_COLORS = ("#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
+
+
+def _event_lanes(ax: Axes, events: list[dict], times: list[float]) -> None:
+    """One lane per event, first on top, an opaque bar over the iterations it overlaps."""
     ends, total = [], 0.0
     for t in times:
         total += t
         ends.append(total)
-    colors = ("#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
-    for k, event in enumerate(result.events):
+    for k, event in enumerate(events):
         first, last = event_iterations(ends, event["start_us"], event["end_us"])
-        ax.axvspan(
-            first - 0.45,
-            last + 0.45,
-            color=colors[k % len(colors)],
-            alpha=0.2,
-            label=f"dynamics[{event['index']}] {event['event']}",
+        ax.barh(
+            k, last - first + 0.9, left=first - 0.45, height=0.6, color=EVENT_COLORS[k % len(EVENT_COLORS)]
         )
-    ax.set_ylim(0, max(times) / scale * 1.15)
-    ax.set_xlabel("iteration")
-    ax.set_ylabel(f"iteration time ({unit})")
-    ax.set_title(f"{label or result.backend}: time of each iteration", fontsize="medium")
-    if len(times) <= 30:
-        ax.set_xticks(range(len(times)))
-    legend_below(fig, ax, max_columns=2)
-    return fig
+    ax.set_yticks(range(len(events)), labels=[f"dynamics[{e['index']}] {e['event']}" for e in events])
+    ax.tick_params(axis="y", labelsize="small")
+    ax.set_ylim(len(events) - 0.5, -0.5)
+    ax.set_title("iterations each dynamics event overlaps", fontsize="small", loc="left")
 
 
 def event_iterations(ends_us: Sequence[float], start_us: float, end_us: float | None) -> tuple[int, int]:
