@@ -53,6 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def study(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     from astra_hetero.progress import progress_bar
     from astra_hetero.studies import build_table, load_study, run_study, write_report
@@ -92,6 +93,6 @@ def study(args: argparse.Namespace) -> int:
     console.print(f"report:  {files.report}")
     if files.figures:
         console.print(f"figures: {', '.join(str(p) for p in files.figures)}")
-    for name in files.skipped_figures:
-        console.print(f"[yellow]figure {name!r} not drawn: no successful point matches it[/yellow]")
+    for name, why in files.skipped_figures:
+        console.print(f"[yellow]figure {name!r} not drawn: {escape(why)}[/yellow]", highlight=False)
     return 1 if num_failed else 0
