@@ -28,6 +28,8 @@ def run(args: argparse.Namespace) -> int:
         spec, args.output, workload=False, limits=limits_from(args), force=args.force, draw=args.draw
     )
     print(f"wrote {args.output / rundir.NS3_DIR}/ and {args.output / rundir.ANALYTICAL_DIR}/")
+    if args.draw:
+        print(f"wrote {args.output / rundir.TOPOLOGY_PNG}")
     for line in figures(checked_graph(spec)).lines():
         print(line)
     return 0
