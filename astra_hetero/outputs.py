@@ -44,7 +44,7 @@ RUN_PARTS: dict[str, tuple[str, ...]] = {
         rundir.NCCL_TESTS_DIR,
         rundir.DYNAMICS,
     ),
-    "topology": (rundir.NS3_DIR, rundir.ANALYTICAL_DIR, rundir.TOPOLOGY_PNG),
+    "topology": (rundir.NS3_DIR, rundir.ANALYTICAL_DIR, *rundir.TOPOLOGY_FIGURES),
     "result": (rundir.RESULT, rundir.TIMELINE, rundir.LOGS_DIR, rundir.REPORT_DIR),
 }
 INPUT_PARTS = ("workload", "topology")

@@ -70,7 +70,7 @@ def build_run_dir(
     progress: bool = False,
     limits: WorkLimits | None = None,
     force: bool = False,
-    draw: bool = False,
+    draw: str | None = None,
 ) -> rundir.RunDir:
     """Write the requested parts into `out`, published in one step with the old parts that still match
     them (a workload and a topology built from the same cluster and network); old results are dropped."""
@@ -81,8 +81,9 @@ def build_run_dir(
 
 
 def build_into(
-    run: OutputStaging, spec: Spec, *, workload: bool, topology: bool, progress: bool, draw: bool = False
+    run: OutputStaging, spec: Spec, *, workload: bool, topology: bool, progress: bool, draw: str | None = None
 ) -> None:
+    """`draw`: also draw the cluster, as that figure format (png, svg, pdf)."""
     inputs = topology_inputs(spec)
     logger.info(
         "building %s%s%s",
@@ -112,7 +113,7 @@ def _write_workload(spec: Spec, path: Path, progress: bool) -> None:
         rundir.write_json_atomic(path / rundir.DYNAMICS, dynamics_document(spec, checked_graph(spec)))
 
 
-def _write_topology(spec: Spec, path: Path, draw: bool) -> None:
+def _write_topology(spec: Spec, path: Path, draw: str | None) -> None:
     from astra_hetero.topology import checked_graph, write_topology
 
     graph = checked_graph(spec)
@@ -120,7 +121,7 @@ def _write_topology(spec: Spec, path: Path, draw: bool) -> None:
     if draw:
         from astra_hetero.topology.draw import draw_cluster
 
-        draw_cluster(graph, path / rundir.TOPOLOGY_PNG)
+        draw_cluster(graph, path / rundir.topology_figure(draw))
 
 
 def _ns3_run_output(relative: str) -> bool:

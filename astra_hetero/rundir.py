@@ -61,7 +61,8 @@ RESULT = "result.json"
 TIMELINE = "trace.json"
 LOGS_DIR = "logs"
 CALIBRATION = "calibration.csv"  # a copy of the spec's calibration table; spec.yaml names it relatively
-TOPOLOGY_PNG = "topology.png"
+TOPOLOGY_PNG = "topology.png"  # `topology --draw`; topology.svg / topology.pdf in those formats
+TOPOLOGY_FIGURES = ("topology.png", "topology.svg", "topology.pdf")
 REPORT_DIR = "report"
 
 
@@ -135,6 +136,14 @@ def write_spec(root: Path, data: dict[str, Any]) -> None:
             raise SpecError("calibration", f"{source}: cannot be copied ({exc.strerror or exc})") from None
         data["calibration"] = CALIBRATION
     (root / SPEC).write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def topology_figure(fmt: str) -> str:
+    """The cluster drawing's file name in a figure format (png, svg, pdf)."""
+    name = f"topology.{fmt}"
+    if name not in TOPOLOGY_FIGURES:
+        raise ValueError(f"no cluster drawing as {fmt!r}; formats: png, svg, pdf")
+    return name
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from astra_hetero.bounds import WorkLimits
+from astra_hetero.results.figure_files import FIGURE_FORMATS
 
 
 def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
@@ -96,3 +97,12 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_finite(item) for item in value]
     return value
+
+
+def add_figure_format_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--figure-format",
+        choices=FIGURE_FORMATS,
+        default="png",
+        help="write the figures as PNG (default), SVG or PDF",
+    )

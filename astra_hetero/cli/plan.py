@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from astra_hetero.cli.options import add_json_argument, print_json
+from astra_hetero.cli.options import add_figure_format_argument, add_json_argument, print_json
 
 DEFAULT_JOBS = max(1, min(os.cpu_count() or 1, 8))
 
@@ -51,6 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--no-cache", action="store_true", help="simulate every plan afresh, keep nothing")
     parser.add_argument("--no-plots", action="store_true", help="report.md without figures")
+    add_figure_format_argument(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_json_argument(parser, "the search's summary (search.json's content, and the files written)")
     parser.set_defaults(func=plan)
@@ -113,7 +114,7 @@ def plan(args: argparse.Namespace) -> int:
             cache=cache,
             progress=_Bar(bar),
         )
-    written = write_outputs(report, args.output, plots=not args.no_plots)
+    written = write_outputs(report, args.output, plots=not args.no_plots, fmt=args.figure_format)
     if args.json:
         from astra_hetero.planner.outputs import summary
         from astra_hetero.planner.table import plan_rows

@@ -12,18 +12,28 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from astra_hetero.cli.options import add_force_argument, add_json_argument, print_json
+from astra_hetero.cli.options import (
+    add_figure_format_argument,
+    add_force_argument,
+    add_json_argument,
+    print_json,
+)
 from astra_hetero.errors import RunDirError
 from astra_hetero.outputs import publish
 from astra_hetero.results.compare import RunSummary, report_json, summarize
 from astra_hetero.results.facts import RunFacts, read_facts
+from astra_hetero.results.figure_files import FIGURE_FORMATS, markdown_figure
 from astra_hetero.results.io import read_result
 from astra_hetero.results.model import RunResult
 from astra_hetero.results.report import comparison_tables, summary_tables, to_markdown, to_text
 from astra_hetero.rundir import write_json_atomic, write_text_atomic
 
 REPORT_DIR = "report"
-REPORT_ENTRIES = ("report.json", "report.md", "stages.png", "iteration.png")
+REPORT_ENTRIES = (
+    "report.json",
+    "report.md",
+    *(f"{name}.{fmt}" for name in ("stages", "iteration") for fmt in FIGURE_FORMATS),
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,7 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="where to write the report (default: RUN_DIR/report for one run, "
         "a 'report' directory beside the first run for several)",
     )
-    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument("--no-plots", action="store_true", help="skip the plots")
+    add_figure_format_argument(parser)
     add_json_argument(parser, "the report (report.json's content, and the files written)")
     add_force_argument(parser)
     parser.set_defaults(func=run)
@@ -59,7 +70,13 @@ def run(args: argparse.Namespace) -> int:
     if not args.json:
         print(report_text(results, facts), end="")
     written, data = write_report(
-        results, run_dirs, out_dir, plots=not args.no_plots, force=args.force, facts=facts
+        results,
+        run_dirs,
+        out_dir,
+        plots=not args.no_plots,
+        force=args.force,
+        facts=facts,
+        fmt=args.figure_format,
     )
     if args.json:
         print_json({**data, "files": [str(path) for path in written]})
@@ -111,6 +128,7 @@ def write_report(
     plots: bool = True,
     force: bool = False,
     facts: Sequence[RunFacts] = (),
+    fmt: str = "png",
 ) -> tuple[list[Path], dict]:
     """Write PNGs (unless `plots` is false), report.json and report.md into `out_dir`, replacing the
     previous report there as a whole; return their paths and report.json's content."""
@@ -120,7 +138,7 @@ def write_report(
         if plots:
             from astra_hetero.results.plots import write_plots
 
-            names = [p.name for p in write_plots(results, staging)]
+            names = [p.name for p in write_plots(results, staging, fmt)]
         data = report_json(summaries, names)
         facts = list(facts) or [RunFacts()] * len(run_dirs)
         for entry, run_dir, run_facts in zip(data["runs"], run_dirs, facts, strict=True):
@@ -151,5 +169,5 @@ def _markdown(
         f"## {s.label}\n\n" + to_markdown(summary_tables(s, f)) for s, f in zip(summaries, facts, strict=True)
     ]
     if plots:
-        sections.append("## Plots\n\n" + "\n\n".join(f"![{name}]({name})" for name in plots) + "\n")
+        sections.append("## Plots\n\n" + "\n\n".join(markdown_figure(name) for name in plots) + "\n")
     return "\n".join(sections)

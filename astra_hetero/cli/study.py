@@ -7,7 +7,7 @@ from pathlib import Path
 
 from astra_hetero.backends.base import backend_names
 from astra_hetero.bounds import MAX_SWEEP_POINTS
-from astra_hetero.cli.options import positive_int
+from astra_hetero.cli.options import add_figure_format_argument, positive_int
 from astra_hetero.cli.run import add_astrasim_options
 
 
@@ -41,6 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_astrasim_options(parser, timeout_help="per point, ASTRA-sim backends (default: the study file's)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_figure_format_argument(parser)
     parser.add_argument(
         "--max-points",
         type=positive_int,
@@ -81,7 +82,7 @@ def study(args: argparse.Namespace) -> int:
             plan, args.output, args.backend, options, jobs=args.jobs, ray_address=args.ray, on_outcome=done
         )
     table = build_table(plan, outcomes)
-    files = write_report(table, args.output, args.study_file)
+    files = write_report(table, args.output, args.study_file, fmt=args.figure_format)
     num_failed = sum(not row.ok for row in table.rows)
     num_resumed = sum(o.resumed for o in outcomes)
     console.print(

@@ -30,14 +30,14 @@ SOURCES = {
 MAPPING_LINE = 44  # characters of a mapping on one label line; longer ones break at a stage
 
 
-def write_plots(report: PlanReport, rows: list[Row], out_dir: Path) -> list[Path]:
+def write_plots(report: PlanReport, rows: list[Row], out_dir: Path, fmt: str = "png") -> list[Path]:
     shown = _shown(rows)
     if not shown:
         return []
     return [
-        plot_best_plans(shown, out_dir / "best_plans.png"),
-        plot_breakdown(shown, out_dir / "time_breakdown.png"),
-        plot_throughput(report, rows, out_dir / "throughput_vs_gpus.png"),
+        plot_best_plans(shown, out_dir / f"best_plans.{fmt}"),
+        plot_breakdown(shown, out_dir / f"time_breakdown.{fmt}"),
+        plot_throughput(report, rows, out_dir / f"throughput_vs_gpus.{fmt}"),
     ]
 
 

@@ -13,6 +13,7 @@ from astra_hetero.planner.feasibility import DESCRIPTIONS, Reason
 from astra_hetero.planner.pricing import cheapest_within, cost_per_iteration, gpus_used_by_type
 from astra_hetero.planner.settings import allowed
 from astra_hetero.planner.table import Row
+from astra_hetero.results.figure_files import markdown_figure
 
 TOP_ROWS = 10
 
@@ -38,7 +39,7 @@ def render_report(report: PlanReport, rows: Sequence[Row], images: Sequence[str]
         "## Best plans",
         "",
         *_top_table(rows),
-        *[f"![{name}]({name})\n" for name in images],
+        *[f"{markdown_figure(name)}\n" for name in images],
         "## The space",
         "",
         *_space(report),

@@ -1,4 +1,4 @@
-"""PNG plots of one or several runs: per-rank time breakdown, per-stage time, iteration time.
+"""Plots of one or several runs (PNG, SVG or PDF): per-rank time breakdown, per-stage time, iteration time.
 
 matplotlib is imported inside the functions only (the rest of the package never needs it) and drives
 an Agg canvas attached to each figure, so no global pyplot state or GUI backend is involved.
@@ -7,6 +7,7 @@ an Agg canvas attached to each figure, so no global pyplot state or GUI backend 
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from astra_hetero.results.aggregate import GroupStats, group_ranks
 from astra_hetero.results.compare import ASTRA_SPLIT_KEY, RunSummary, summarize
+from astra_hetero.results.figure_files import FIGURE_FORMATS
 from astra_hetero.results.model import RunResult
 from astra_hetero.results.report import time_unit
 
@@ -27,25 +29,25 @@ PARTS = (("compute", "#4c72b0"), ("exposed communication", "#dd8452"), ("idle", 
 DPI = 110
 
 
-def write_plots(results: Sequence[tuple[str, RunResult]], out_dir: Path) -> list[Path]:
-    """All plots for `results` as PNGs in `out_dir`: a breakdown per run, stage times, and (for two
-    runs or more) iteration times side by side. Returns the paths written."""
+def write_plots(results: Sequence[tuple[str, RunResult]], out_dir: Path, fmt: str = "png") -> list[Path]:
+    """All plots for `results` in `out_dir` (as `fmt`: png, svg or pdf): a breakdown per run, stage
+    times, and (for two runs or more) iteration times side by side. Returns the paths written."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     summaries = summarize(results)
     names = _file_stems([s.label for s in summaries])
     paths = [
-        plot_rank_breakdown(s.result, out_dir / f"ranks-{name}.png", s.label)
+        plot_rank_breakdown(s.result, out_dir / f"ranks-{name}.{fmt}", s.label)
         for s, name in zip(summaries, names, strict=True)
     ]
     paths += [
-        save_figure(iteration_series_figure(s.result, s.label), out_dir / f"iterations-{name}.png")
+        save_figure(iteration_series_figure(s.result, s.label), out_dir / f"iterations-{name}.{fmt}")
         for s, name in zip(summaries, names, strict=True)
         if len(s.result.iterations) > 1 or s.result.events
     ]
-    paths.append(plot_stage_times(summaries, out_dir / "stages.png"))
+    paths.append(plot_stage_times(summaries, out_dir / f"stages.{fmt}"))
     if len(summaries) >= 2:
-        paths.append(plot_iteration_times(summaries, out_dir / "iteration.png"))
+        paths.append(plot_iteration_times(summaries, out_dir / f"iteration.{fmt}"))
     return paths
 
 
@@ -253,9 +255,19 @@ def new_figure(width: float, height: float) -> Figure:
     return fig
 
 
-def save_figure(fig: Figure, path: Path) -> Path:
+def save_figure(fig: Figure, path: Path, dpi: int = DPI) -> Path:
+    """Write `fig` in the format its file name ends in (png, svg, pdf), whole: to a temporary file
+    beside `path`, then renamed over it."""
     path = Path(path)
-    fig.savefig(path, dpi=DPI, format="png")
+    fmt = path.suffix.lstrip(".").lower()
+    if fmt not in FIGURE_FORMATS:
+        raise ValueError(f"{path}: figures are written as {', '.join(FIGURE_FORMATS)}, not {fmt!r}")
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        fig.savefig(partial, dpi=dpi, format=fmt)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
     return path
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from astra_hetero.results.plots import save_figure
 from astra_hetero.results.report import format_number
 from astra_hetero.studies.columns import Column, display_unit
 from astra_hetero.studies.schema import FigureLayout
@@ -84,7 +85,7 @@ def render_figure(layout: FigureLayout, table: ResultsTable, path: Path) -> Path
     if figure_gap(layout, table):
         return None
     path = Path(path)
-    study_figure(layout, table).savefig(path, dpi=DPI, format="png")
+    save_figure(study_figure(layout, table), path, dpi=DPI)
     return path
 
 

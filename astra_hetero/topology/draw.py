@@ -43,9 +43,11 @@ DPI = 120
 
 
 def draw_cluster(graph: nx.Graph, path: Path) -> Path:
-    """Write the schematic of a cluster graph (topology/cluster.py) to `path` as a PNG; returns `path`."""
-    cluster_figure(graph).savefig(path, dpi=DPI, format="png")
-    return Path(path)
+    """Write the schematic of a cluster graph (topology/cluster.py) to `path`, in the format its name
+    ends in (png, svg, pdf); returns `path`."""
+    from astra_hetero.results.plots import save_figure
+
+    return save_figure(cluster_figure(graph), path, dpi=DPI)
 
 
 def cluster_figure(graph: nx.Graph) -> Figure:

@@ -178,3 +178,29 @@ def test_a_difference_of_times_says_what_its_sign_means(tmp_path):
     layout = FigureLayout(name="f", title="t", kind="bar", x="nic_gbps", y=["vs_100"], series="model")
     label = study_figure(layout, synthetic_table(tmp_path)).axes[0].get_ylabel()
     assert label.endswith("(%; + = longer, − = shorter)")
+
+
+def test_a_study_report_writes_its_figures_in_the_format_asked(tmp_path):
+    from astra_hetero.studies.report import write_report
+
+    table = synthetic_table(tmp_path)
+    figure = {
+        "name": "speed",
+        "title": "t",
+        "kind": "bar",
+        "x": "nic_gbps",
+        "y": ["vs_100"],
+        "series": "model",
+    }
+    study = table.study
+    table = type(table)(
+        type(study)(
+            study.file.model_copy(update={"figures": [FigureLayout(**figure)]}), study.axes, study.points
+        ),
+        table.columns,
+        table.rows,
+    )
+    files = write_report(table, tmp_path / "out", fmt="svg")
+    assert files.figures == (tmp_path / "out/speed.svg",)
+    assert files.figures[0].read_bytes()[:5] == b"<?xml"
+    assert "![t](speed.svg)" in (tmp_path / "out/report.md").read_text()
