@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field, PrivateAttr
+
+from astra_hetero.errors import SpecError
 
 from astra_hetero.dynamics.events import DynamicEvent
 from astra_hetero.spec.schema.base import Strict
@@ -39,3 +43,28 @@ class Spec(Strict):
     @property
     def calibration_private(self) -> bool:
         return self._calibration_private
+
+    def with_(self, **sections: Any) -> Spec:
+        """This spec with some fields changed, validated again like a spec file (field checks and
+        the checks across sections): `spec.with_(parallelism={"tp": 4, "pp": 2})`. A mapping merges
+        into the section it names, key by key; any other value (a list, a number) replaces it."""
+        from astra_hetero.spec.load import parse_spec  # the loader imports this module
+
+        unknown = sorted(set(sections) - set(type(self).model_fields))
+        if unknown:
+            raise SpecError(unknown[0], f"no such section; sections: {', '.join(type(self).model_fields)}")
+        data = _merged(self.model_dump(mode="json"), sections)
+        changed = parse_spec(data)
+        if changed.calibration == self.calibration:  # the same file: as private as it was found
+            changed._calibration_private = self._calibration_private
+        return changed
+
+
+def _merged(data: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    out = dict(data)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
