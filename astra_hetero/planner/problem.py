@@ -44,8 +44,9 @@ class DeviceClass:
         return self.spec.gpu.memory_gib
 
     def cells(self, tp: int, across_nodes: bool) -> int:
-        """How many TP groups of `tp` GPUs the class can hold (each inside one node unless allowed)."""
-        if not across_nodes and self.spec.gpus_per_node % tp:
+        """How many TP groups of `tp` GPUs the class can hold (each inside one node, or one scale-up
+        domain, unless allowed)."""
+        if not across_nodes and self.spec.scale_up_gpus % tp:
             return 0
         return sum(n // tp for n in self.group_gpus)
 

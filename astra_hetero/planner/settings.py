@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, PositiveFloat, PositiveInt, Tag, create_model, field_validator
 
-from astra_hetero.planner.dimensions import active_dimensions
-from astra_hetero.spec.schema import ParallelismSpec, Strict
+from astra_hetero.planner.dimensions import Dimension, active_dimensions
+from astra_hetero.spec.schema import Strict
 
 NonNegative = Annotated[float, Field(ge=0)]
 
@@ -84,10 +84,10 @@ class _SearchBase(Strict):
         return sorted(set(value)) if isinstance(value, list) else value
 
 
-def _option_field(name: str) -> tuple[Any, Any]:
-    """The parallelism field's type with its constraints (model_fields keeps them apart from the
+def _option_field(dimension: Dimension) -> tuple[Any, Any]:
+    """The option's field type with its constraints (model_fields keeps them apart from the
     annotation: without them `micro_batch_size: [0]` passed), as a scalar or a non-empty list."""
-    info = ParallelismSpec.model_fields[name]
+    info = dimension.model.model_fields[dimension.key]
     value = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
     return (one_or_list(value) | None, Field(None))
 
@@ -96,7 +96,7 @@ SearchSettings = create_model(  # type: ignore[call-overload]
     "SearchSettings",
     __base__=_SearchBase,
     __doc__="The `search:` section (see the module docstring).",
-    **{d.field: _option_field(d.field) for d in active_dimensions()},
+    **{d.field: _option_field(d) for d in active_dimensions()},
 )
 
 

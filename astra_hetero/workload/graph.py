@@ -132,7 +132,7 @@ def _forward(graph: RankGraph, ctx: RankContext, step: Step, gathers: ParamGathe
         run.block(f"{prefix}.embed", ctx.blocks.embedding_fwd)
     for layer in range(*ctx.chunks[chunk]):
         gathers.before_unit(run, chunk, f"L{layer}")
-        run.block(f"{prefix}.L{layer}", ctx.blocks.layer_fwd)
+        run.block(f"{prefix}.L{layer}", ctx.blocks.layer(layer)[0])
     if last:
         gathers.before_unit(run, chunk, "head")
         run.block(f"{prefix}.head", ctx.blocks.head_fwd)
@@ -153,9 +153,10 @@ def _backward(graph: RankGraph, ctx: RankContext, step: Step, on_unit: UnitHook 
         if on_unit:
             on_unit(run, "head")
     for layer in reversed(range(*ctx.chunks[chunk])):
+        forward, backward = ctx.blocks.layer(layer)
         if ctx.full_recompute:
-            run.block(f"{prefix}.L{layer}.recompute", ctx.blocks.layer_fwd)
-        run.block(f"{prefix}.L{layer}", ctx.blocks.layer_bwd)
+            run.block(f"{prefix}.L{layer}.recompute", forward)
+        run.block(f"{prefix}.L{layer}", backward)
         if on_unit:
             on_unit(run, f"L{layer}")
     if first:

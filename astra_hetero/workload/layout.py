@@ -133,10 +133,11 @@ def _check_cell(cell: list[Device], stage: int, replica: int, allow_across_nodes
             f"the TP group of stage {stage}, replica {replica} spans GPU types "
             f"{' and '.join(types)}; a TP group must use one GPU type",
         )
-    nodes = {d.node for d in cell}
-    if len(nodes) > 1 and not allow_across_nodes:
+    domains = {d.domain for d in cell}  # a node, or the scale-up domain it belongs to
+    if len(domains) > 1 and not allow_across_nodes:
+        nodes = sorted({d.node for d in cell})
         raise SpecError(
             "mapping",
-            f"the TP group of stage {stage}, replica {replica} spans nodes "
-            f"{sorted(nodes)}; set parallelism.allow_tp_across_nodes to permit it",
+            f"the TP group of stage {stage}, replica {replica} spans nodes {nodes} outside one "
+            "scale-up domain; set parallelism.allow_tp_across_nodes to permit it",
         )

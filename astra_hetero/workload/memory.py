@@ -1,7 +1,9 @@
 """Per-device memory estimate under the schedule, checked against device capacity.
 
-Mixed-precision training with Adam: BF16 weights (2 B/param), FP32 main gradients (4 B/param), FP32
-master weights plus two moments (12 B/param, sharded over DP with the distributed optimizer).
+Mixed-precision training with Adam, widths from the precision section (`precision.py`): by default
+BF16 weights (2 B/param), FP32 main gradients (4 B/param), FP32 master weights plus two moments
+(12 B/param, sharded over DP with the distributed optimizer); NeMo's distributed Adam with BF16 state
+holds 2 + 2 + 6/dp B/param.
 Activations follow Korthikanti et al. (2022), "Reducing Activation Recomputation in Large Transformer
 Models", generalised to the model's FFN width, gated MLPs and grouped KV heads; with fused attention
 (`compute.attention: fused`) the s² score terms give way to the kernel's per-head log-sum-exp.
@@ -24,9 +26,9 @@ from astra_hetero.units import BYTES_PER_GIB
 from astra_hetero.workload.costs import stage_parameters
 from astra_hetero.workload.layout import Layout
 from astra_hetero.workload.partition import Partition, even_split
+from astra_hetero.workload.precision import Dtypes
 from astra_hetero.workload.schedule import FORWARD, stage_steps
 
-WEIGHT_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = 2, 4, 12
 # CUDA context, communication buffers, allocator fragmentation: a conservative fixed reserve.
 RESERVED_BYTES = 2 * BYTES_PER_GIB
 
@@ -52,20 +54,31 @@ class MemoryEstimate:
 
 
 def activation_bytes_per_layer(spec: Spec) -> float:
-    """Stored activations of one layer for one micro-batch on one TP rank."""
+    """Stored activations of one layer for one micro-batch on one TP rank.
+
+    Korthikanti et al.'s terms are BF16 tensors (2 B per element) and 1-byte dropout masks; wider
+    activations scale the tensors. Under FP8 Transformer Engine saves the inputs of the linear layers
+    as FP8 (1 B) — except the attention output, which the attention backward needs in BF16 besides
+    the projection's FP8 copy."""
     m, par = spec.model, spec.parallelism
     s, b, h, t = m.seq_len, par.micro_batch_size, m.hidden_size, par.tp
     sbh = s * b * h
+    dt = Dtypes.from_spec(spec)
+    w = dt.activation_bytes
     if par.recompute == "full":
-        return 2 * sbh / (t if par.sequence_parallel else 1)
-    replicated = 10.0  # norm inputs, QKV and MLP inputs, dropout masks
+        return w * sbh / (t if par.sequence_parallel else 1)
+    gemm_in = dt.gemm_input_bytes  # a saved linear-layer input
+    fp8_copy = gemm_in if dt.fp8 else 0
+    # norm inputs (2 tensors), QKV and MLP inputs, dropout masks (2 × 1 B)
+    replicated = 2.0 * w + 2.0 * gemm_in + 2.0
     kv_ratio = m.num_kv_heads / m.num_heads
-    mlp = (6.0 if m.activation == "swiglu" else 4.0) * m.ffn_size / h
-    sharded = 2 + 4 * kv_ratio + 2 + mlp
+    up_outputs = 2.0 if m.activation == "swiglu" else 1.0  # MLP up outputs per ffn element
+    mlp = (up_outputs * w + gemm_in) * m.ffn_size / h
+    sharded = w + 2 * w * kv_ratio + (w + fp8_copy) + mlp  # Q, K and V, attention output, MLP
     if spec.compute.attention == "fused":  # no score matrix; the FP32 row log-sum-exp per head
         scores = 4.0 * m.num_heads / h
-    else:  # softmax output and dropout output (2 B each) and mask (1 B) per score; recomputed if selective
-        scores = 0.0 if par.recompute == "selective" else 5.0 * m.num_heads * s / h
+    else:  # softmax and dropout outputs (activation format) and mask (1 B) per score; recomputed if selective
+        scores = 0.0 if par.recompute == "selective" else (2.0 * w + 1.0) * m.num_heads * s / h
     replicated_share = replicated / t if par.sequence_parallel else replicated
     return sbh * (replicated_share + sharded / t + scores / t)
 
@@ -94,6 +107,7 @@ def estimate(
     if chunk_layers is None:
         chunk_layers = even_split(num_layers, par.virtual_stages)
     params, _ = stage_parameters(model, par, stage, num_layers)
+    dt = Dtypes.from_spec(spec)
     optimizer_share = 1 / par.dp if par.distributed_optimizer else 1.0
     activations = activation_bytes_per_layer(spec) * peak_layers_in_flight(
         spec, stage, chunk_layers, num_micro_batches
@@ -102,10 +116,14 @@ def estimate(
         activations += activation_bytes_per_layer(
             spec.model_copy(update={"parallelism": par.model_copy(update={"recompute": "none"})})
         )
-    if stage == par.pp - 1:  # logits in BF16 plus FP32 softmax for the loss
-        activations += par.micro_batch_size * model.seq_len * model.vocab_size / par.tp * 6
+    if stage == par.pp - 1:  # logits in the activation format plus FP32 softmax for the loss
+        per_logit = dt.activation_bytes + 4
+        activations += par.micro_batch_size * model.seq_len * model.vocab_size / par.tp * per_logit
     return MemoryEstimate(
-        params * WEIGHT_BYTES, params * GRAD_BYTES, params * OPTIMIZER_BYTES * optimizer_share, activations
+        params * dt.param_bytes,
+        params * dt.grad_bytes,
+        params * dt.optimizer_bytes * optimizer_share,
+        activations,
     )
 
 

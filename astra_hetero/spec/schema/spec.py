@@ -6,15 +6,15 @@ from typing import Any
 
 from pydantic import Field, PrivateAttr
 
-from astra_hetero.errors import SpecError
-
 from astra_hetero.dynamics.events import DynamicEvent
+from astra_hetero.errors import SpecError
 from astra_hetero.spec.schema.base import Strict
 from astra_hetero.spec.schema.execution import CollectiveSpec, ComputeSpec, ScopeSpec
 from astra_hetero.spec.schema.hardware import ClusterSpec
 from astra_hetero.spec.schema.model import ModelSpec
 from astra_hetero.spec.schema.network import NetworkSpec
 from astra_hetero.spec.schema.parallelism import MappingSpec, ParallelismSpec, PartitionSpec
+from astra_hetero.spec.schema.precision import PrecisionSpec
 from astra_hetero.spec.types import (
     Iterations,
 )
@@ -26,6 +26,7 @@ class Spec(Strict):
     cluster: ClusterSpec
     network: NetworkSpec = NetworkSpec()
     parallelism: ParallelismSpec
+    precision: PrecisionSpec = PrecisionSpec()
     mapping: MappingSpec = MappingSpec()
     partition: PartitionSpec = PartitionSpec()
     collectives: CollectiveSpec = CollectiveSpec()
