@@ -66,7 +66,7 @@ def figure_gap(layout: FigureLayout, table: ResultsTable) -> str:
     would say nothing, so the report says why instead."""
     rows = table.select(layout.where)
     failed = [r for r in table.rows if not r.ok]
-    example = f" (e.g. `{failed[0].point}`: {failed[0].error.splitlines()[0][:200]})" if failed else ""
+    example = f" (e.g. `{failed[0].point}`: {_shortened(failed[0].error)})" if failed else ""
     if not rows:
         return f"no successful point matches it{example}"
     if not any(c in r.values for r in rows for c in layout.y):
@@ -78,6 +78,12 @@ def figure_gap(layout: FigureLayout, table: ResultsTable) -> str:
         because = f" ({'; '.join(references)}, and they failed)" if references and failed else ""
         return f"every value it would show is missing{because}{example}"
     return ""
+
+
+def _shortened(error: str, limit: int = 160) -> str:
+    """An error's first line, cut at a word past `limit` characters."""
+    line = error.strip().splitlines()[0] if error.strip() else "failed"
+    return line if len(line) <= limit else line[:limit].rsplit(" ", 1)[0] + " …"
 
 
 def render_figure(layout: FigureLayout, table: ResultsTable, path: Path) -> Path | None:
