@@ -58,8 +58,8 @@ def test_several_keys_and_variants_label_their_points(tmp_path):
     assert [point_label(variants, p) for p in variants.points] == ["slow", "fast"]
 
 
-@pytest.mark.parametrize(("fmt", "magic"), [("png", b"\x89PNG"), ("svg", b"<?xml"), ("pdf", b"%PDF")])
-def test_the_sweep_command_draws_its_result_in_the_format_asked(tmp_path, capsys, fmt, magic):
+def test_the_sweep_command_draws_its_result_in_the_format_asked(tmp_path, capsys):
+    fmt, magic = "svg", b"<?xml"  # the other formats: tests/cli/test_figure_formats.py
     data = {
         "base": make_spec_data(scope={"layers_per_stage": 1, "micro_batches_per_replica": 1}),
         "grid": {"cluster.node_groups[1].nic.gbps": [100, 400]},
