@@ -198,6 +198,7 @@ def side_by_side_table(before: RunSummary, after: RunSummary) -> TextTable:
         columns=("ranks", "GPU", "compute", "exposed comm", "idle"),
         rows=tuple((_ranges(ranks), *key) for key, ranks in sorted(rows.items(), key=lambda kv: kv[1][0])),
         caption="ranks with the same figures in both runs share a row",
+        wrap=(1,),  # a long GPU label wraps; the before → after figures stay whole
     )
 
 
