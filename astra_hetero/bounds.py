@@ -135,12 +135,12 @@ def _network_size(spec: Any) -> tuple[int, int, str]:
     nodes += num_access
     spines = 0
     if num_access >= 2:
+        fastest = max(g.nic.gbps for g in spec.cluster.node_groups)
+        busiest = max(down for _, down in access) / net.oversubscription
+        spines = net.uplinks([busiest], fastest, num_access)[0]
         if net.num_spines is not None:
-            spines, field = net.num_spines, "network.num_spines"
+            field = "network.num_spines"
         else:
-            fastest = max(g.nic.gbps for g in spec.cluster.node_groups)
-            uplink = net.uplink_gbps or fastest
-            spines = max(math.ceil(down / net.oversubscription / uplink - 1e-9) for _, down in access)
             field = "network.uplink_gbps" if net.uplink_gbps else "network.oversubscription"
         if num_access * spines > biggest:
             biggest_field = field

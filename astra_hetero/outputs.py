@@ -18,6 +18,7 @@ user's and are carried over untouched.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,6 +28,8 @@ from typing import Any
 from astra_hetero import rundir
 from astra_hetero.errors import AstraHeteroError, RunDirError
 from astra_hetero.staging import Staging, staged
+
+logger = logging.getLogger(__name__)
 
 MARKER = ".astra-hetero.json"
 MARKER_FORMAT = "astra-hetero/output@1"
@@ -41,7 +44,7 @@ RUN_PARTS: dict[str, tuple[str, ...]] = {
         rundir.NCCL_TESTS_DIR,
         rundir.DYNAMICS,
     ),
-    "topology": (rundir.NS3_DIR, rundir.ANALYTICAL_DIR, rundir.TOPOLOGY_PNG),
+    "topology": (rundir.NS3_DIR, rundir.ANALYTICAL_DIR, *rundir.TOPOLOGY_FIGURES),
     "result": (rundir.RESULT, rundir.TIMELINE, rundir.LOGS_DIR, rundir.REPORT_DIR),
 }
 INPUT_PARTS = ("workload", "topology")
@@ -192,6 +195,7 @@ def publish_output(
                     "directory or pass --force"
                 )
         output = OutputStaging(staging, known_parts)
+        logger.debug("assembling the new %s of %s in %s", what, staging.root, staging.path)
         try:
             yield output
         except AstraHeteroError as exc:
@@ -199,6 +203,7 @@ def publish_output(
             exc.args = tuple(_relabel(a, staging.path, staging.root) for a in exc.args)
             raise
         output.finish(known)
+    logger.debug("published %s", root)
 
 
 def _relabel(value: Any, staging: Path, root: Path) -> Any:

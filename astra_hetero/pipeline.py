@@ -6,8 +6,10 @@ writes inputs, `execute` adds a result to existing inputs, `run_spec` does both 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import logging
 import math
 import os
 from collections.abc import Iterator, Sequence
@@ -22,7 +24,11 @@ from astra_hetero.errors import BackendFailed, RunDirError
 from astra_hetero.outputs import RUN_PARTS, OutputStaging, publish_output
 from astra_hetero.progress import progress_bar
 from astra_hetero.results.io import check_result, relocate, write_result
+from astra_hetero.results.jobs import with_job_throughput
 from astra_hetero.results.model import RunOutput, RunResult, SharedSpans, Span
+from astra_hetero.results.throughput import with_throughput
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # imported where used: `run RUN_DIR` needs neither the spec schema nor the generator
     from astra_hetero.spec.schema import Spec
@@ -70,7 +76,7 @@ def build_run_dir(
     progress: bool = False,
     limits: WorkLimits | None = None,
     force: bool = False,
-    draw: bool = False,
+    draw: str | None = None,
 ) -> rundir.RunDir:
     """Write the requested parts into `out`, published in one step with the old parts that still match
     them (a workload and a topology built from the same cluster and network); old results are dropped."""
@@ -95,9 +101,22 @@ def _is_shared(spec: RunSpec) -> bool:
 
 
 def build_into(
-    run: OutputStaging, spec: RunSpec, *, workload: bool, topology: bool, progress: bool, draw: bool = False
+    run: OutputStaging,
+    spec: RunSpec,
+    *,
+    workload: bool,
+    topology: bool,
+    progress: bool,
+    draw: str | None = None,
 ) -> None:
+    """`draw`: also draw the cluster, as that figure format (png, svg, pdf)."""
     inputs = topology_inputs(spec)
+    logger.info(
+        "building %s%s%s",
+        "the workload" if workload else "",
+        " and " if workload and topology else "",
+        "the network" if topology else "",
+    )
     if workload:
         run.write("workload", inputs, lambda path: _write_workload(spec, path, progress))
     else:
@@ -126,7 +145,7 @@ def _write_workload(spec: RunSpec, path: Path, progress: bool) -> None:
         rundir.write_json_atomic(path / rundir.DYNAMICS, dynamics_document(spec, checked_graph(spec)))
 
 
-def _write_topology(spec: RunSpec, path: Path, draw: bool) -> None:
+def _write_topology(spec: RunSpec, path: Path, draw: str | None) -> None:
     from astra_hetero.topology import checked_graph, write_topology
 
     graph = checked_graph(spec)
@@ -134,7 +153,7 @@ def _write_topology(spec: RunSpec, path: Path, draw: bool) -> None:
     if draw:
         from astra_hetero.topology.draw import draw_cluster
 
-        draw_cluster(graph, path / rundir.TOPOLOGY_PNG)
+        draw_cluster(graph, path / rundir.topology_figure(draw))
 
 
 def _ns3_run_output(relative: str) -> bool:
@@ -210,6 +229,7 @@ def _simulate(
     the existing directory as `logs/<name>.failed.log`, beside its previous result, for diagnosis.
     """
     rundir.check_inputs_inside(run.path)
+    logger.info("simulating %s on the %s backend", run.root, backend)
     if backend == "embedded":
         options = {**options, "timeline": timeline != "none"}
     runner = create_backend(backend, **options)
@@ -222,7 +242,10 @@ def _simulate(
             if keep_failed_logs and run.staging.previous is not None:
                 _keep_failed_logs(path, run.staging.previous, exc)
             raise
-        return _write_result(path, run.root, output, timeline)
+        manifest = rundir.read_json_object(path / rundir.MANIFEST, "run `astra-hetero generate` first")
+        stated = with_throughput(output.result, manifest, str(run.root / rundir.MANIFEST))
+        stated = with_job_throughput(stated, manifest)
+        return _write_result(path, run.root, dataclasses.replace(output, result=stated), timeline)
 
     return run.write("result", inputs, write)
 
@@ -255,6 +278,12 @@ def _write_result(path: Path, root: Path, output: RunOutput, timeline: str) -> R
             spans, note = sample_spans(result, spans, MAX_TIMELINE_SPANS)
         write_timeline(path / rundir.TIMELINE, result, spans, note)
     write_result(path, result)
+    logger.info(
+        "iteration %.6g us (simulated in %s s); result.json%s written",
+        result.iteration_time_us,
+        result.wall_time_s,
+        "" if timeline == "none" else " and trace.json",
+    )
     return result
 
 

@@ -62,7 +62,8 @@ RESULT = "result.json"
 TIMELINE = "trace.json"
 LOGS_DIR = "logs"
 CALIBRATION = "calibration.csv"  # a copy of the spec's calibration table; spec.yaml names it relatively
-TOPOLOGY_PNG = "topology.png"
+TOPOLOGY_PNG = "topology.png"  # `topology --draw`; topology.svg / topology.pdf in those formats
+TOPOLOGY_FIGURES = ("topology.png", "topology.svg", "topology.pdf")
 REPORT_DIR = "report"
 
 
@@ -147,6 +148,14 @@ def write_spec(root: Path, data: dict[str, Any]) -> None:
     (root / SPEC).write_text(yaml.safe_dump(data, sort_keys=False))
 
 
+def topology_figure(fmt: str) -> str:
+    """The cluster drawing's file name in a figure format (png, svg, pdf)."""
+    name = f"topology.{fmt}"
+    if name not in TOPOLOGY_FIGURES:
+        raise ValueError(f"no cluster drawing as {fmt!r}; formats: png, svg, pdf")
+    return name
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
@@ -196,3 +205,59 @@ def open_output(root: Path, relative: str) -> Any:
         reason = exc.strerror or str(exc)
         raise RunDirError(f"{path}: cannot write ({reason}); a symlink there is refused") from None
     return os.fdopen(fd, "wb")
+
+
+def check_dynamics_kept(root: Path) -> None:
+    """RunDirError if the run directory's manifest or spec records dynamics (events, or more than one
+    iteration) but dynamics.json is gone: without it every backend would simulate one static iteration
+    and report it as the answer."""
+    root = Path(root)
+    if (root / DYNAMICS).is_file():
+        return
+    for source, events, iterations in _recorded_dynamics(root):
+        if events or iterations > 1:
+            raise RunDirError(
+                f"{root / DYNAMICS}: missing, but {source} records {events} dynamics event(s) and "
+                f"{iterations} iterations; build the run directory again (`astra-hetero build`)"
+            )
+
+
+def _recorded_dynamics(root: Path) -> list[tuple[str, int, int]]:
+    """(file, number of events, iterations) as manifest.json and spec.yaml record them, where they do."""
+    found = []
+    if (root / MANIFEST).is_file():
+        recorded = read_json_object(root / MANIFEST, "").get("dynamics")
+        if recorded is not None:
+            events = recorded.get("events") if isinstance(recorded, dict) else None
+            iterations = recorded.get("iterations") if isinstance(recorded, dict) else None
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (events, iterations)):
+                raise RunDirError(
+                    f"{root / MANIFEST}: dynamics must be {{events: <count>, iterations: <count>}}, "
+                    f"not {recorded!r}"[:300]
+                )
+            found.append((MANIFEST, events, iterations))
+    spec = _spec_mapping(root / SPEC)
+    if spec is not None:
+        events = spec.get("dynamics") or []
+        iterations = spec.get("iterations", 1)
+        found.append((SPEC, len(events) if isinstance(events, list) else 1, iterations))
+    return found
+
+
+def _spec_mapping(path: Path) -> dict[str, Any] | None:
+    """The run directory's spec.yaml as a plain mapping (its top-level keys are all this needs; the
+    spec schema is not imported to run a directory), or None where there is none."""
+    if not path.is_file():
+        return None
+    try:
+        data = yaml.safe_load(path.read_bytes())
+    except OSError as exc:
+        raise RunDirError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except (yaml.YAMLError, RecursionError):
+        raise RunDirError(f"{path}: not valid YAML") from None
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path}: expected a mapping (the spec the directory was built from)")
+    iterations = data.get("iterations", 1)
+    if not isinstance(iterations, int) or isinstance(iterations, bool):
+        raise RunDirError(f"{path}: iterations must be an integer, not {iterations!r}"[:300])
+    return data

@@ -12,6 +12,10 @@ NS_PER_US = 1_000
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
 BYTES_PER_GIB = 1024**3
+# Link rates a spec or a topology file may give, 1 Mbit/s to 1 Pbit/s: every real link by orders of
+# magnitude (an NVLink 5 GPU moves 14.4 Tbit/s); beyond them a value is a unit slip or corruption.
+MIN_LINK_GBPS = 1e-3
+MAX_LINK_GBPS = 1e6
 
 
 def gbps_to_bytes_per_ns(gbps: float) -> float:

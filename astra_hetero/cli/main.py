@@ -2,7 +2,8 @@
 
 Exit codes: 0 success, 1 a run failed (backend error, deadlock, or a bug), 2 bad input (spec, run
 directory, command line), 130 interrupted. Every failure ends as one line on stderr; `--debug` (or
-ASTRA_HETERO_DEBUG=1) adds the traceback of an unexpected error.
+ASTRA_HETERO_DEBUG=1) adds the traceback of an unexpected error. Output piped into a command that
+stops reading (`report RUN | head`) is not a failure: exit 0, nothing on stderr.
 
 Only the standard library is imported at module level, and everything else (the subcommands, and with
 them pydantic, numpy, ...) inside `main`, so that Ctrl-C during start-up is handled like any other.
@@ -10,10 +11,13 @@ them pydantic, numpy, ...) inside `main`, so that Ctrl-C during start-up is hand
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from astra_hetero.errors import AstraHeteroError
 
@@ -51,12 +55,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"astra-hetero {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an unexpected error")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="say on stderr what the tool is doing (-vv: in more detail)",
+    )
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in SUBCOMMANDS:
         import_module(f"astra_hetero.cli.{name}").register(subparsers)
-    for subparser in subparsers.choices.values():  # --debug also after the subcommand
+    for subparser in subparsers.choices.values():  # --debug and --verbose also after the subcommand
         subparser.add_argument(
             "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+        )
+        subparser.add_argument(
+            "-v", "--verbose", action="count", default=argparse.SUPPRESS, help=argparse.SUPPRESS
         )
     return parser
 
@@ -99,17 +113,24 @@ def _run(argv: list[str], debug: bool, signals: list[int], raising: list[bool]) 
         raising[0] = True
         if signals:
             raise KeyboardInterrupt
-        args = parser.parse_args(argv)
-        return int(args.func(args))
+        try:
+            args = parser.parse_args(argv)
+            with _logging_to_stderr(args.verbose):
+                code = int(args.func(args))
+        finally:  # what is still buffered goes out now, where a closed pipe is caught below
+            sys.stdout.flush()
+        return code
     except SystemExit as exc:  # argparse: usage errors (2), --help and --version (0)
         return exc.code if isinstance(exc.code, int) else 1
     except AstraHeteroError as exc:
         _say(f"error: {exc}")
         return exc.exit_code
-    except BrokenPipeError:  # output piped into a command that stopped reading (e.g. `| head`)
-        _quiet_stdout()
-        return 1
     except BaseException as exc:  # noqa: BLE001 - also what extensions raise outside Exception
+        if isinstance(exc, BrokenPipeError) and _stdout_closed():
+            # output piped into a command that stopped reading (`report RUN | head`): not an error;
+            # the command's files were already written whole
+            _quiet_stdout()
+            return 0
         if signals or isinstance(exc, KeyboardInterrupt | Terminated):
             terminated = isinstance(exc, Terminated) or signal.SIGTERM in signals
             _say("terminated" if terminated else "interrupted")
@@ -121,6 +142,27 @@ def _run(argv: list[str], debug: bool, signals: list[int], raising: list[bool]) 
         hint = "" if debug else "; run with --debug for the traceback"
         _say(f"error: unexpected {type(exc).__name__}: {_one_line(str(exc))} (a bug{hint})")
         return 1
+
+
+@contextmanager
+def _logging_to_stderr(verbosity: int) -> Iterator[None]:
+    """The package's log records (`logging.getLogger(__name__)` in each module) on stderr while one
+    command runs: INFO with -v, DEBUG with -vv; nothing without. Undone afterwards, so that a library
+    caller's own logging set-up is left as it was."""
+    if not verbosity:
+        yield
+        return
+    logger = logging.getLogger("astra_hetero")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s", "%H:%M:%S"))
+    level = logger.level
+    logger.setLevel(logging.INFO if verbosity == 1 else logging.DEBUG)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def _end_interrupted(code: int) -> None:
@@ -152,6 +194,19 @@ def _say(text: str) -> None:
         print(text, file=sys.stderr)
     except (OSError, ValueError):
         pass
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe that nobody reads any more (poll reports an error on its write end);
+    a broken pipe to anything else (a child process, a socket) is a failure like any other."""
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows), no file descriptor
+        return False
 
 
 def _quiet_stdout() -> None:

@@ -1,12 +1,15 @@
-"""Options several subcommands share: the output directory, `--force`, and the work limits."""
+"""Options several subcommands share: the output directory, `--force`, the work limits, `--json`."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from pathlib import Path
+from typing import Any
 
 from astra_hetero.bounds import WorkLimits
+from astra_hetero.results.figure_files import FIGURE_FORMATS
 
 
 def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,3 +74,35 @@ def positive_seconds(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive, finite number of seconds, got {text!r}")
     return value
+
+
+def add_json_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help=f"print {what} as one JSON object on stdout instead of tables (for scripts)",
+    )
+
+
+def print_json(document: Any) -> None:
+    """One JSON object on stdout; NaN and infinities (not JSON) as null."""
+    print(json.dumps(_finite(document), indent=2))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
+
+
+def add_figure_format_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--figure-format",
+        choices=FIGURE_FORMATS,
+        default="png",
+        help="write the figures as PNG (default), SVG or PDF",
+    )

@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from astra_hetero.cli.options import add_figure_format_argument, add_json_argument, print_json
+
 DEFAULT_JOBS = max(1, min(os.cpu_count() or 1, 8))
 
 
@@ -49,7 +51,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--no-cache", action="store_true", help="simulate every plan afresh, keep nothing")
     parser.add_argument("--no-plots", action="store_true", help="report.md without figures")
+    add_figure_format_argument(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_json_argument(parser, "the search's summary (search.json's content, and the files written)")
     parser.set_defaults(func=plan)
 
 
@@ -101,7 +105,7 @@ def plan(args: argparse.Namespace) -> int:
         problem = _with_settings(problem, max_simulations=args.max_simulations)
     cache = PlanCache(None if args.no_cache else (args.cache or default_cache_dir()))
     console = Console()
-    with progress_bar(console, args.quiet, transient=True) as bar:
+    with progress_bar(console, args.quiet or args.json, transient=True) as bar:
         report = find_plans(
             problem,
             jobs=args.jobs,
@@ -110,7 +114,14 @@ def plan(args: argparse.Namespace) -> int:
             cache=cache,
             progress=_Bar(bar),
         )
-    written = write_outputs(report, args.output, plots=not args.no_plots)
+    written = write_outputs(report, args.output, plots=not args.no_plots, fmt=args.figure_format)
+    if args.json:
+        from astra_hetero.planner.outputs import summary
+        from astra_hetero.planner.table import plan_rows
+
+        files = {name: str(path) for name, path in written.items()}
+        print_json({**summary(report, plan_rows(report)), "files": files})
+        return 0
     console.print(_summary(report))
     console.print(f"wrote {', '.join(p.name for p in written.values())} in {args.output}")
     return 0

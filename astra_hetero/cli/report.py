@@ -12,10 +12,17 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from astra_hetero.cli.options import add_force_argument
+from astra_hetero.cli.options import (
+    add_figure_format_argument,
+    add_force_argument,
+    add_json_argument,
+    print_json,
+)
 from astra_hetero.errors import RunDirError
 from astra_hetero.outputs import publish
 from astra_hetero.results.compare import RunSummary, report_json, summarize
+from astra_hetero.results.facts import RunFacts, read_facts
+from astra_hetero.results.figure_files import FIGURE_FORMATS, markdown_figure
 from astra_hetero.results.io import read_result
 from astra_hetero.results.jobs_report import run_summary_tables
 from astra_hetero.results.model import RunResult
@@ -28,7 +35,11 @@ from astra_hetero.results.report import (
 from astra_hetero.rundir import write_json_atomic, write_text_atomic
 
 REPORT_DIR = "report"
-REPORT_ENTRIES = ("report.json", "report.md", "stages.png", "iteration.png")
+REPORT_ENTRIES = (
+    "report.json",
+    "report.md",
+    *(f"{name}.{fmt}" for name in ("stages", "iteration") for fmt in FIGURE_FORMATS),
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -49,7 +60,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="where to write the report (default: RUN_DIR/report for one run, "
         "a 'report' directory beside the first run for several)",
     )
-    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument("--no-plots", action="store_true", help="skip the plots")
+    add_figure_format_argument(parser)
+    add_json_argument(parser, "the report (report.json's content, and the files written)")
     add_force_argument(parser)
     parser.set_defaults(func=run)
 
@@ -75,10 +88,22 @@ def _run(args: argparse.Namespace, run_dirs: list[Path], labels: list[str], home
     results = [(label, read_result(run_dir)) for label, run_dir in zip(labels, run_dirs, strict=True)]
     out_dir = args.output or default_output([home] if home is not None else run_dirs)
     per_rank = home is not None
-    print(report_text(results, per_rank), end="")
-    written = write_report(
-        results, run_dirs, out_dir, plots=not args.no_plots, force=args.force, per_rank=per_rank
+    facts = [read_facts(run_dir) for run_dir in run_dirs]
+    if not args.json:
+        print(report_text(results, facts, per_rank), end="")
+    written, data = write_report(
+        results,
+        run_dirs,
+        out_dir,
+        plots=not args.no_plots,
+        force=args.force,
+        facts=facts,
+        fmt=args.figure_format,
+        per_rank=per_rank,
     )
+    if args.json:
+        print_json({**data, "files": [str(path) for path in written]})
+        return 0
     for path in written:
         print(f"wrote {path}")
     return 0
@@ -110,9 +135,12 @@ def default_output(run_dirs: Sequence[Path]) -> Path:
     return path
 
 
-def report_text(results: Sequence[tuple[str, RunResult]], per_rank: bool = False) -> str:
+def report_text(
+    results: Sequence[tuple[str, RunResult]], facts: Sequence[RunFacts] = (), per_rank: bool = False
+) -> str:
     summaries = summarize(results)
-    parts = [to_text(run_summary_tables(s)) for s in summaries]
+    facts = list(facts) or [RunFacts()] * len(summaries)
+    parts = [to_text(run_summary_tables(s, f)) for s, f in zip(summaries, facts, strict=True)]
     if len(summaries) >= 2:
         parts.append(to_text(_comparison(summaries, per_rank)))
     return "\n".join(parts)
@@ -131,29 +159,38 @@ def write_report(
     out_dir: Path,
     plots: bool = True,
     force: bool = False,
+    facts: Sequence[RunFacts] = (),
+    fmt: str = "png",
     per_rank: bool = False,
-) -> list[Path]:
+) -> tuple[list[Path], dict]:
     """Write PNGs (unless `plots` is false), report.json and report.md into `out_dir`, replacing the
-    previous report there as a whole; return their paths."""
+    previous report there as a whole; return their paths and report.json's content."""
     summaries = summarize(results)
     with publish(out_dir, force=force, entries=REPORT_ENTRIES) as staging:
         names: list[str] = []
         if plots:
             from astra_hetero.results.plots import write_plots
 
-            names = [p.name for p in write_plots(results, staging)]
+            names = [p.name for p in write_plots(results, staging, fmt)]
         data = report_json(summaries, names)
-        for entry, run_dir in zip(data["runs"], run_dirs, strict=True):
+        facts = list(facts) or [RunFacts()] * len(run_dirs)
+        for entry, run_dir, run_facts in zip(data["runs"], run_dirs, facts, strict=True):
             entry["run_dir"] = str(run_dir)
+            entry["simulated"] = run_facts.to_json()
         write_json_atomic(staging / "report.json", data)
-        write_text_atomic(staging / "report.md", _markdown(summaries, run_dirs, names, per_rank))
+        write_text_atomic(staging / "report.md", _markdown(summaries, run_dirs, names, facts, per_rank))
         written = sorted(p.name for p in staging.iterdir())
-    return [out_dir / name for name in written]
+    return [out_dir / name for name in written], data
 
 
 def _markdown(
-    summaries: Sequence[RunSummary], run_dirs: Sequence[Path], plots: Sequence[str], per_rank: bool = False
+    summaries: Sequence[RunSummary],
+    run_dirs: Sequence[Path],
+    plots: Sequence[str],
+    facts: Sequence[RunFacts] = (),
+    per_rank: bool = False,
 ) -> str:
+    facts = list(facts) or [RunFacts()] * len(summaries)
     lines = ["# astra-hetero report", ""]
     lines += [
         f"- **{s.label}**: `{run_dir}` ({s.result.backend}, {s.result.num_ranks} ranks)"
@@ -162,7 +199,10 @@ def _markdown(
     sections = ["\n".join(lines) + "\n"]
     if len(summaries) >= 2:
         sections.append("## Comparison\n\n" + to_markdown(_comparison(summaries, per_rank)))
-    sections += [f"## {s.label}\n\n" + to_markdown(run_summary_tables(s)) for s in summaries]
+    sections += [
+        f"## {s.label}\n\n" + to_markdown(run_summary_tables(s, f))
+        for s, f in zip(summaries, facts, strict=True)
+    ]
     if plots:
-        sections.append("## Plots\n\n" + "\n\n".join(f"![{name}]({name})" for name in plots) + "\n")
+        sections.append("## Plots\n\n" + "\n\n".join(markdown_figure(name) for name in plots) + "\n")
     return "\n".join(sections)

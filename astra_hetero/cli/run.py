@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING
 from astra_hetero.backends.base import backend_names
 from astra_hetero.cli.options import (
     add_force_argument,
+    add_json_argument,
     add_limit_arguments,
     limits_from,
     positive_int,
     positive_seconds,
+    print_json,
 )
 from astra_hetero.errors import RunDirError
 from astra_hetero.pipeline import TIMELINE_MODES, execute, run_spec
@@ -69,6 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "to RUN_DIR/original; -o writes the overlaid study elsewhere)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_json_argument(parser, "the run summary")
     add_force_argument(parser)
     add_limit_arguments(parser)
     parser.set_defaults(func=run)
@@ -140,11 +143,21 @@ def backend_options(args: argparse.Namespace) -> dict[str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from astra_hetero.results.facts import read_facts
     from astra_hetero.results.jobs_report import render_run_summary
 
+    args.quiet = args.quiet or args.json  # stdout carries the JSON document alone
     run_dir, result = simulate(args)
-    print(render_run_summary(result, label=run_dir.name))
-    wrote = "result.json" + ("" if args.timeline == "none" else " and trace.json")
+    facts = read_facts(run_dir)
+    trace = None if args.timeline == "none" else run_dir / "trace.json"
+    if args.json:
+        from astra_hetero.results.document import run_document
+
+        files = {"result": run_dir / "result.json", "trace": trace}
+        print_json(run_document(result, run_dir, facts, files))
+        return 0
+    print(render_run_summary(result, label=run_dir.name, facts=facts))
+    wrote = "result.json" + ("" if trace is None else " and trace.json")
     print(f"wrote {wrote} in {run_dir}")
     original = original_result(run_dir, args)
     if original is not None:

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 
 from astra_hetero.backends.base import backend_names
+from astra_hetero.bounds import MAX_SWEEP_POINTS
+from astra_hetero.cli.options import add_figure_format_argument, positive_int
 from astra_hetero.cli.run import add_astrasim_options
 
 
@@ -39,18 +41,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_astrasim_options(parser, timeout_help="per point, ASTRA-sim backends (default: the study file's)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_figure_format_argument(parser)
+    parser.add_argument(
+        "--max-points",
+        type=positive_int,
+        default=MAX_SWEEP_POINTS,
+        metavar="N",
+        help=f"most points a study may have, refused before any runs (default {MAX_SWEEP_POINTS:,})",
+    )
     parser.set_defaults(func=study)
 
 
 def study(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     from astra_hetero.progress import progress_bar
     from astra_hetero.studies import build_table, load_study, run_study, write_report
     from astra_hetero.studies.run import StudyOutcome
     from astra_hetero.sweep.run import first_line
 
-    plan = load_study(args.study_file, reduced=args.reduced)
+    plan = load_study(args.study_file, reduced=args.reduced, max_points=args.max_points)
     options = {
         "binary": args.binary,
         "bin_dir": args.bin_dir,
@@ -71,7 +82,7 @@ def study(args: argparse.Namespace) -> int:
             plan, args.output, args.backend, options, jobs=args.jobs, ray_address=args.ray, on_outcome=done
         )
     table = build_table(plan, outcomes)
-    files = write_report(table, args.output, args.study_file)
+    files = write_report(table, args.output, args.study_file, fmt=args.figure_format)
     num_failed = sum(not row.ok for row in table.rows)
     num_resumed = sum(o.resumed for o in outcomes)
     console.print(
@@ -83,6 +94,6 @@ def study(args: argparse.Namespace) -> int:
     console.print(f"report:  {files.report}")
     if files.figures:
         console.print(f"figures: {', '.join(str(p) for p in files.figures)}")
-    for name in files.skipped_figures:
-        console.print(f"[yellow]figure {name!r} not drawn: no successful point matches it[/yellow]")
+    for name, why in files.skipped_figures:
+        console.print(f"[yellow]figure {name!r} not drawn: {escape(why)}[/yellow]", highlight=False)
     return 1 if num_failed else 0

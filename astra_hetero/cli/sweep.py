@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from astra_hetero.backends.base import backend_names
 from astra_hetero.bounds import MAX_SWEEP_POINTS as MAX_POINTS
 from astra_hetero.cli.options import (
+    add_figure_format_argument,
     add_force_argument,
     add_limit_arguments,
     limits_from,
@@ -58,6 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help=f"most points a sweep may have (default {MAX_POINTS:,})",
     )
+    add_figure_format_argument(parser)
     add_force_argument(parser)
     add_limit_arguments(parser)
     parser.set_defaults(func=sweep)
@@ -110,9 +112,12 @@ def sweep(args: argparse.Namespace) -> int:
     for line, names in approximations(outcomes).items():  # each distinct line once, whole
         where = "" if len(names) == len(outcomes) else f" [{', '.join(names)}]"
         console.print(line + where, soft_wrap=True, markup=False, highlight=False)
+    from astra_hetero.sweep.figure import write_sweep_figure
+
+    figure = write_sweep_figure(plan, outcomes, args.output, args.figure_format)
     num_failed = sum(not outcome.ok for outcome in outcomes)
     failures = f"; {num_failed} point(s) failed" if num_failed else ""
-    console.print(f"wrote {args.output / CSV_NAME}{failures}")
+    console.print(f"wrote {args.output / CSV_NAME} and {figure}{failures}")
     return 1 if num_failed else 0
 
 

@@ -5,12 +5,14 @@ them; generating a run directory copies each into `nccl_tests/` and lists it in 
 scope, collective and node group, so that the run directory stays self-contained and relocatable. The
 embedded engine reads the copies back and picks, for each communicator, the table of its scope
 (`intra_node`: all ranks in one node) and collective, preferring one restricted to the communicator's
-node group. An all-reduce table also serves all-gather and reduce-scatter when they have none of their
+node group and, among several, the one measured on the closest number of nodes or ranks. An
+all-reduce table also serves all-gather and reduce-scatter when they have none of their
 own: bus bandwidth is defined to reflect the same hardware bottleneck for all three.
 """
 
 from __future__ import annotations
 
+import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,17 +103,35 @@ def read_tables(root: Path, entries: Any, manifest_path: Path) -> list[ScopedTab
 
 
 def select_table(
-    tables: list[ScopedTable], scope: str, kind: str, node_groups: set[str]
+    tables: list[ScopedTable],
+    scope: str,
+    kind: str,
+    node_groups: set[str],
+    num_ranks: int | None = None,
+    num_nodes: int | None = None,
 ) -> ScopedTable | None:
     """The table for a communicator: its scope and collective (or the all-reduce fallback), a table of
-    its own node group before a general one."""
+    its own node group before a general one, and among several the one measured on the closest number
+    of nodes (across nodes) or ranks (inside one), by ratio; a table that does not say comes last."""
     for collective in (kind, _FALLBACK.get(kind)):
         matches = [t for t in tables if t.scope == scope and t.table.collective == collective]
         own = [t for t in matches if t.node_group is not None and {t.node_group} == node_groups]
         general = [t for t in matches if t.node_group is None]
         if own or general:
-            return (own or general)[0]
+            return min(own or general, key=lambda t: _distance(t.table, scope, num_ranks, num_nodes))
     return None
+
+
+def _distance(
+    table: MeasuredTable, scope: str, num_ranks: int | None, num_nodes: int | None
+) -> tuple[float, float]:
+    def ratio(measured: int | None, wanted: int | None) -> float:
+        if wanted is None:
+            return 0.0
+        return math.inf if measured is None else abs(math.log(measured / wanted))
+
+    nodes = ratio(table.num_nodes, num_nodes) if scope == "inter_node" else 0.0
+    return nodes, ratio(table.num_ranks, num_ranks)
 
 
 def _read(path: Path) -> str:

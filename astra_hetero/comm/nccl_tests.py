@@ -6,13 +6,21 @@ nccl-tests prints one row per message size under a header such as (shortened her
     #   (B) (elements)                     (us) (GB/s) (GB/s)          (us) (GB/s) (GB/s)
     1048576   262144  float    sum    -1  203.2   5.16   9.68      0  207.2   5.06   9.49      0
 
-with out-of-place then in-place columns (older releases lack `redop`/`root`; `-I 1` adds per-iteration
-columns; `-c 0` prints N/A for #wrong). Columns are found by the header's names. The table keeps the
-time (the mean of the out-of-place and in-place times), which nccl-tests prints with more precision than
-the bandwidths, and the run's bus-bandwidth factor busbw / algbw (doc/PERFORMANCE.md: 2(n-1)/n for
-all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 for send/recv), so that the
-table's bus bandwidth carries over to communicators of another size. `size` is nccl-tests' size: the
-whole buffer (the all-gather output, the reduce-scatter input).
+with out-of-place then in-place columns. What people actually have is read as well:
+- older releases: no `root` (or no `redop`) column, `error` instead of `#wrong`, rank lines without
+  `Group` (`#   Rank  0 Pid 1234 on host device 0 [0x1a] ...`), the first releases' `bytes`/`N` header;
+- `-c 0` (N/A in #wrong), launcher echo, NCCL INFO and warning lines anywhere;
+- a launcher's prefix on every line: `[1,0]<stdout>:` (mpirun --tag-output), `0: ` (srun --label),
+  `host: ` (pdsh). The prefix in front of the column header marks the process that printed the table;
+  lines with another prefix (other ranks' NCCL INFO output) are left out.
+Columns are found by the header's names. The table keeps, per size, the *better* (smaller) of the
+out-of-place and in-place times: they move the same bytes, and the slower placement carries the extra
+copy or the worse buffer alignment a training framework does not pay (in-place collectives are the
+norm in Megatron's gradient and TP buffers). It also keeps the run's bus-bandwidth factor busbw / algbw
+(doc/PERFORMANCE.md: 2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all,
+1 for send/recv), so that its bus bandwidth carries over to communicators of another size, and the
+ranks and hosts listed under "Using devices", which pick the closest of several tables of one scope.
+`size` is nccl-tests' size: the whole buffer (the all-gather output, the reduce-scatter input).
 
 Between measured sizes the time is interpolated linearly (a collective's time is latency + size /
 bandwidth, affine between neighbours); below the smallest size it stays at the smallest size's time
@@ -37,7 +45,8 @@ SUPPORTED = {
 COLLECTIVES = tuple(SUPPORTED.values())
 _BINARY = re.compile(r"\b([a-z_]+?)_perf(?:_mpi)?\b")
 _STARTING = re.compile(r"Collective test starting:\s*([a-z_]+?)_perf", re.IGNORECASE)
-_RANK_LINE = re.compile(r"^#\s+Rank\s+\d+\s+Group", re.IGNORECASE)
+_RANK_LINE = re.compile(r"^#\s+Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\b", re.IGNORECASE)
+_SIZE_NAMES = ("size", "bytes")  # "bytes" in the first releases' header
 
 
 class NcclTestsError(ValueError):
@@ -51,6 +60,7 @@ class MeasuredTable:
     times_us: tuple[float, ...]
     bus_factor: float  # busbw / algbw of the measured run
     num_ranks: int | None  # ranks listed under "Using devices", when printed
+    num_nodes: int | None = None  # distinct hosts among them
 
     def time_us(self, size: float) -> float:
         sizes, times = self.sizes, self.times_us
@@ -89,24 +99,29 @@ def collective_of(text: str, filename: str = "") -> str | None:
 
 
 def parse_nccl_tests(text: str, filename: str = "", collective: str | None = None) -> MeasuredTable:
-    """The table in one nccl-tests output; `collective` overrides what the output says it measured."""
+    """The table in one nccl-tests output. `collective` names what it measured where the output and the
+    file name do not; where they do, it must agree with them."""
     if collective is not None and collective not in COLLECTIVES:
         raise NcclTestsError(f"unknown collective {collective!r}; known: {', '.join(COLLECTIVES)}")
-    found = collective or collective_of(text, filename)
+    named = collective_of(text, filename)
+    if collective is not None and named is not None and named != collective:
+        raise NcclTestsError(f"the output measured {named} but the spec says collective: {collective}")
+    found = collective or named
     if found is None:
         raise NcclTestsError(
             "cannot tell which collective was measured (no '<name>_perf' in the output or the file "
             "name); say it with `collective:`"
         )
+    lines = _own_lines(text.splitlines())
     header: list[str] | None = None
     rows: dict[int, tuple[float, float, float]] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in lines:
         tokens = line.split()
         if not tokens:
             continue
         if tokens[0].startswith("#"):
-            names = line.lstrip("#").split()
-            if header is None and "size" in names and "busbw" in names:
+            names = _header_names(line)
+            if header is None and names is not None:
                 header = names
             continue
         if header is None or not tokens[0].isdigit():
@@ -123,14 +138,42 @@ def parse_nccl_tests(text: str, filename: str = "", collective: str | None = Non
     largest = rows[sizes[-1]]
     if largest[1] <= 0:
         raise NcclTestsError(f"algbw is 0 at the largest size {sizes[-1]}; cannot derive the bus factor")
-    num_ranks = sum(1 for line in text.splitlines() if _RANK_LINE.match(line)) or None
+    hosts = {}
+    for _, line in lines:
+        match = _RANK_LINE.match(line.strip())
+        if match:
+            hosts[int(match.group(1))] = match.group(2)
     return MeasuredTable(
-        found, tuple(sizes), tuple(rows[s][0] for s in sizes), largest[2] / largest[1], num_ranks
+        found,
+        tuple(sizes),
+        tuple(rows[s][0] for s in sizes),
+        largest[2] / largest[1],
+        len(hosts) or None,
+        len(set(hosts.values())) or None,
     )
 
 
+def _header_names(line: str) -> list[str] | None:
+    names = line.strip().lstrip("#").split()
+    has_size = any(n in _SIZE_NAMES for n in names)
+    return ["size" if n in _SIZE_NAMES else n for n in names] if has_size and "busbw" in names else None
+
+
+def _own_lines(lines: list[str]) -> list[tuple[int, str]]:
+    """(line number, text) of the process that printed the table, its launcher prefix removed: the
+    text in front of the column header's '#' is the prefix; lines without it belong to other
+    processes. Without a prefix every line is kept."""
+    numbered = list(enumerate(lines, start=1))
+    for _, line in numbered:
+        at = line.find("#")
+        if at > 0 and line[:at].strip() and _header_names(line[at:]) is not None:
+            prefix = line[:at].rstrip()
+            return [(n, text[len(prefix) :]) for n, text in numbered if text.startswith(prefix)]
+    return numbered
+
+
 def _row(tokens: list[str], header: list[str], number: int) -> tuple[int, tuple[float, float, float]]:
-    """(size, (mean time us, mean algbw, mean busbw)) of one result row."""
+    """(size, (best time us, mean algbw, mean busbw)) of one result row."""
     if len(tokens) < len(header):
         raise NcclTestsError(f"line {number}: {len(tokens)} columns, the header names {len(header)}")
     columns: dict[str, list[float]] = {"time": [], "algbw": [], "busbw": []}
@@ -143,7 +186,8 @@ def _row(tokens: list[str], header: list[str], number: int) -> tuple[int, tuple[
                 continue  # "N/A" and the like: the other placement still counts
     if not all(columns.values()):
         raise NcclTestsError(f"line {number}: no numeric time, algbw or busbw")
-    time_us, algbw, busbw = (sum(v) / len(v) for v in columns.values())
+    time_us = min(columns["time"])
+    algbw, busbw = (sum(v) / len(v) for v in (columns["algbw"], columns["busbw"]))
     if time_us <= 0:
         raise NcclTestsError(f"line {number}: time must be positive, got {time_us}")
     return int(tokens[header.index("size")]), (time_us, algbw, busbw)

@@ -22,6 +22,7 @@ from astra_hetero.spec.load import (
     read_spec_data,
     resolve_files,
     spec_error_from_validation,
+    validate_sections,
 )
 from astra_hetero.spec.schema import Spec
 from astra_hetero.spec.schema.jobs import JobSpec, SharedClusterSpec
@@ -42,6 +43,13 @@ def parse_run_spec(data: Any, source: Path | None = None) -> RunSpec:
     if isinstance(data, dict) and "jobs" in data:
         return parse_shared_spec(data, source)
     return parse_spec(data, source)
+
+
+def validate_run_sections(data: Any, source: Path | None = None) -> RunSpec:
+    """Every section on its own, without the cross-section checks, of a spec of one job or several."""
+    if isinstance(data, dict) and "jobs" in data:
+        return validate_shared_sections(data, source)
+    return validate_sections(data, source)
 
 
 def parse_shared_spec(data: dict[str, Any], source: Path | None = None) -> SharedClusterSpec:

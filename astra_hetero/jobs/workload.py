@@ -151,6 +151,9 @@ def jobs_manifest(
     return {
         **cluster_fields(shared, len(devices)),
         "idle_ranks": [r for r, entry in enumerate(entries) if entry is None],
+        # each job's iterations are its own (jobs); dynamics.json is written for events only
+        "dynamics": {"events": len(shared.dynamics), "iterations": 1},
+        "throughput": {"unavailable": "several jobs share the cluster: each job's figures are in `jobs`"},
         "workload_prefix": rundir.WORKLOAD_PREFIX,
         "jobs": records,
         "comm_groups": groups,

@@ -3,10 +3,11 @@ plan when it gives a complete one — sharing one evaluator (workers, cache) and
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
-from astra_hetero.errors import AstraHeteroError, BackendUnavailable
+from astra_hetero.errors import AstraHeteroError, BackendUnavailable, InfeasiblePlan
 from astra_hetero.planner.base import Budget, Progress, Quiet, SearchOutcome, Trial
 from astra_hetero.planner.baseline import HomogeneousBaseline
 from astra_hetero.planner.cache import PlanCache
@@ -21,6 +22,8 @@ from astra_hetero.planner.shape import Shape
 from astra_hetero.planner.space import spec_grid
 from astra_hetero.spec.load import check_consistency
 from astra_hetero.workload.generate import plan_workload
+
+logger = logging.getLogger(__name__)
 
 PLANNERS = {p.name: p for p in (BranchAndBound, Exhaustive, HomogeneousBaseline)}
 BASELINE_TIME_SHARE = 0.2  # of --time-budget kept for the baseline
@@ -80,10 +83,27 @@ def find_plans(
     cache = cache or PlanCache(None)
     with_baseline = settings.baseline and settings.planner != "homogeneous"
     main_seconds = seconds * (1 - BASELINE_TIME_SHARE) if seconds and with_baseline else seconds
+    logger.info(
+        "planning %r with %s (at most %d simulations, %d job(s))",
+        problem.base.name,
+        settings.planner,
+        settings.max_simulations,
+        jobs,
+    )
     with Evaluator(cache, jobs, ray_address) as evaluator:
         search = create_planner(settings.planner).search(
             problem, evaluator, Budget.of(settings.max_simulations, main_seconds), progress
         )
+        logger.info(
+            "search: %d candidates, %d feasible, %d simulated (%s)",
+            search.num_candidates,
+            search.num_feasible,
+            len(search.trials),
+            search.stopped,
+        )
+        if search.num_feasible == 0:
+            # the spec's own plan or the baseline's lie outside the space asked for: no answer to it
+            raise InfeasiblePlan("search", no_feasible_message(search))
         baseline = None
         if with_baseline:
             left = None if seconds is None else max(1.0, seconds - (time.monotonic() - started))
@@ -91,8 +111,23 @@ def find_plans(
             baseline = HomogeneousBaseline().search(problem, evaluator, budget, progress)
         spec_plan = _spec_plan(problem, evaluator, progress)
         simulated = evaluator.num_simulated
+        logger.info("%d simulation(s) run, %d taken from the cache", simulated, cache.hits)
     return PlanReport(
         problem, search, baseline, spec_plan, time.monotonic() - started, jobs, simulated, cache.hits
+    )
+
+
+def no_feasible_message(search: SearchOutcome) -> str:
+    widen = "widen the search section (tp/pp/dp, micro_batch_size, recompute, distributed_optimizer)"
+    if not search.num_candidates:
+        return (
+            "the search space is empty: no tp·pp·dp of the values allowed fits the cluster's GPUs and "
+            f"the model; {widen}"
+        )
+    counts = ", ".join(f"{key} {n}" for key, n in search.tally.counts.most_common(6))
+    return (
+        f"none of the {search.num_candidates} candidates of the search space is feasible "
+        f"({counts or search.stopped}); {widen} or the cluster"
     )
 
 

@@ -45,7 +45,7 @@ def no_plan_message(report: PlanReport) -> str:
     )
 
 
-def write_outputs(report: PlanReport, out: Path, plots: bool = True) -> dict[str, Path]:
+def write_outputs(report: PlanReport, out: Path, plots: bool = True, fmt: str = "png") -> dict[str, Path]:
     from astra_hetero.planner.plots import write_plots
     from astra_hetero.planner.report import render_report
 
@@ -55,7 +55,7 @@ def write_outputs(report: PlanReport, out: Path, plots: bool = True) -> dict[str
     with publish(out) as staging:
         (staging / BEST).write_text(_best_header(report) + yaml.safe_dump(best_data, sort_keys=False))
         (staging / PLANS).write_text(plans_csv(rows))
-        images = write_plots(report, rows, staging) if plots else []
+        images = write_plots(report, rows, staging, fmt) if plots else []
         (staging / SUMMARY).write_text(_json(summary(report, rows)))
         (staging / REPORT).write_text(render_report(report, rows, [p.name for p in images]))
     return {name: out / name for name in (BEST, PLANS, SUMMARY, REPORT)}

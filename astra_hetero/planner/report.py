@@ -3,15 +3,17 @@ search got there (space, pruned by reason, simulations, wall time), the best pla
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from astra_hetero.planner.base import Trial
 from astra_hetero.planner.dimensions import active_dimensions, describe_options
 from astra_hetero.planner.driver import PlanReport
 from astra_hetero.planner.feasibility import DESCRIPTIONS, Reason
-from astra_hetero.planner.pricing import cheapest_within, cost_per_iteration
+from astra_hetero.planner.pricing import cheapest_within, cost_per_iteration, gpus_used_by_type
 from astra_hetero.planner.settings import allowed
 from astra_hetero.planner.table import Row
+from astra_hetero.results.figure_files import markdown_figure
 
 TOP_ROWS = 10
 
@@ -30,6 +32,7 @@ def render_report(report: PlanReport, rows: Sequence[Row], images: Sequence[str]
         f"{spec.model.seq_len} tokens. Times are simulated by the embedded backend.",
         "",
         *_neighbours(report),
+        *_idle(report, rows),
         *_answer(report, rows),
         "## Search",
         "",
@@ -37,7 +40,7 @@ def render_report(report: PlanReport, rows: Sequence[Row], images: Sequence[str]
         "## Best plans",
         "",
         *_top_table(rows),
-        *[f"![{name}]({name})\n" for name in images],
+        *[f"{markdown_figure(name)}\n" for name in images],
         "## The space",
         "",
         *_space(report),
@@ -76,6 +79,36 @@ def _plan_line(trial: Trial, rows: Sequence[Row]) -> str:
         f"{describe_options(plan.options)}; mapping `{plan.mapping_text}`; layers `{layers}`; "
         f"micro-batches `{batches}`; memory headroom {trial.headroom_gib:.1f} GiB"
     )
+
+
+def _idle(report: PlanReport, rows: Sequence[Row]) -> list[str]:
+    """What the best plan leaves idle, and why: against the fastest plan that uses every GPU."""
+    best, problem = report.best, report.problem
+    if best is None:
+        return []
+    total = Counter(device.gpu_type for device in problem.devices)
+    used = gpus_used_by_type(problem, best)
+    idle = {gpu: n - used.get(gpu, 0) for gpu, n in sorted(total.items()) if n > used.get(gpu, 0)}
+    if not idle:
+        return [f"The best plan uses all {problem.num_gpus} GPUs.", ""]
+    listed = ", ".join(f"{n} of the {total[gpu]} {gpu}" for gpu, n in idle.items())
+    lines = [f"**The best plan leaves {sum(idle.values())} of {problem.num_gpus} GPUs idle**: {listed}."]
+    everything = [r for r in rows if r.values["status"] == "ok" and r.values["idle_gpus"] == 0]
+    if everything:
+        fastest = everything[0].trial  # rows are fastest first
+        lines[0] += (
+            f" Why: the fastest plan that uses every GPU (tp {fastest.plan.tp}, pp {fastest.plan.pp}, "
+            f"dp {fastest.plan.dp}, mapping `{fastest.plan.mapping_text}`) takes "
+            f"{fastest.time_us / 1e3:,.3f} ms, {fastest.time_us / best.time_us - 1:.1%} longer than the "
+            f"best plan's {best.time_us / 1e3:,.3f} ms: the GPUs left out would add more to the slowest "
+            "stage or to the communication than they take off the compute."
+        )
+    else:
+        lines[0] += (
+            " Why: no plan that uses every GPU was simulated — none was feasible or none came close "
+            "enough to the best to be run (the reasons candidates were set aside are under *The space*)."
+        )
+    return [*lines, ""]
 
 
 def _answer(report: PlanReport, rows: Sequence[Row]) -> list[str]:

@@ -8,12 +8,24 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt, create_model, field_validator
+from pydantic import Discriminator, Field, PositiveFloat, PositiveInt, Tag, create_model, field_validator
 
 from astra_hetero.planner.dimensions import Dimension, active_dimensions
 from astra_hetero.spec.schema import Strict
 
 NonNegative = Annotated[float, Field(ge=0)]
+
+# Tags look like type names ("[" inside) so that error paths leave them out (spec.load._field_path).
+_ONE, _LIST = "Value[one]", "Values[list]"
+
+
+def one_or_list(value: Any) -> Any:
+    """A dimension's setting: one value (fixed) or a non-empty list (the values allowed). Chosen by
+    the form written, so that an error speaks of that form (`[0]` is "≥ 1" at [0], not "an integer")."""
+    return Annotated[
+        Annotated[value, Tag(_ONE)] | Annotated[list[value], Field(min_length=1), Tag(_LIST)],
+        Discriminator(lambda v: _LIST if isinstance(v, list) else _ONE),
+    ]
 
 
 class _SearchBase(Strict):
@@ -26,9 +38,9 @@ class _SearchBase(Strict):
         description="with `job`: rank its plans by their time beside the other jobs (simulate), or by their "
         "time alone on the same GPUs (ignore: what a planner blind to the neighbours picks)",
     )
-    tp: PositiveInt | list[PositiveInt] | None = Field(None, description="TP degrees; default all that fit")
-    pp: PositiveInt | list[PositiveInt] | None = Field(None, description="pipeline depths; default all")
-    dp: PositiveInt | list[PositiveInt] | None = Field(None, description="replica counts; default all")
+    tp: one_or_list(PositiveInt) | None = Field(None, description="TP degrees; default all that fit")
+    pp: one_or_list(PositiveInt) | None = Field(None, description="pipeline depths; default all")
+    dp: one_or_list(PositiveInt) | None = Field(None, description="replica counts; default all")
     use_all_gpus: bool = Field(
         True, description="false: plans may leave GPUs idle (e.g. drop the slowest node group)"
     )
@@ -82,8 +94,11 @@ class _SearchBase(Strict):
 
 
 def _option_field(dimension: Dimension) -> tuple[Any, Any]:
-    annotation = dimension.model.model_fields[dimension.key].annotation
-    return (annotation | list[annotation] | None, Field(None))  # type: ignore[operator,valid-type]
+    """The option's field type with its constraints (model_fields keeps them apart from the
+    annotation: without them `micro_batch_size: [0]` passed), as a scalar or a non-empty list."""
+    info = dimension.model.model_fields[dimension.key]
+    value = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+    return (one_or_list(value) | None, Field(None))
 
 
 SearchSettings = create_model(  # type: ignore[call-overload]

@@ -44,6 +44,7 @@ class RunSummary:
             "by_stage": [g.to_json() for g in self.stages],
             "by_gpu": [g.to_json() for g in self.gpus],
             "idle_share_by_gpu": self.idle_share_by_gpu,
+            "throughput": result.throughput,
             "warnings": list(result.warnings),
             **({"jobs": list(result.jobs), "shared_links": list(result.shared_links)} if result.jobs else {}),
         }
@@ -64,6 +65,19 @@ def summarize(results: Sequence[tuple[str, RunResult]]) -> list[RunSummary]:
         )
         for label, result in results
     ]
+
+
+# How a backend splits a rank's time that is not compute. The embedded engine: exposed communication
+# is communicating with no compute running, idle is the rest (bubbles, waiting). ASTRA-sim's backends
+# (their meta carries this note): exposed communication is finish − compute, so pipeline bubbles and
+# waiting on peers are in it, and idle is only the time after the rank finished.
+ASTRA_SPLIT_KEY = "exposed_comm_note"
+
+
+def splits_differ(summaries: Sequence[RunSummary]) -> bool:
+    """Whether the runs' exposed communication and idle mean different things (so only compute and
+    their sum, the time not computing, compare)."""
+    return len({ASTRA_SPLIT_KEY in s.result.meta for s in summaries}) > 1
 
 
 def iteration_ratio(time_us: float, reference_us: float) -> float:

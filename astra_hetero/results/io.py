@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from astra_hetero.errors import BackendFailed, RunDirError
-from astra_hetero.results.model import RunResult
+from astra_hetero.results.model import RESULT_FORMAT, RunResult
 from astra_hetero.rundir import MANIFEST, RESULT, write_text_atomic
 
 RANK_TIMES = ("finish_us", "compute_us", "exposed_comm_us", "idle_us")
@@ -107,6 +107,12 @@ def _from_json(raw: bytes, path: Path) -> RunResult:
         raise RunDirError(f"{path}: not a result file ({where or 'the file'}: {reason})") from None
     if not result.ranks:
         raise RunDirError(f"{path}: not a result file (no ranks)")
+    if result.format != RESULT_FORMAT or b'"format"' not in raw:  # absent: the field's default
+        found = f"format {result.format!r}" if b'"format"' in raw else "no format"
+        raise RunDirError(
+            f"{path}: {found} is not one this version reads ({RESULT_FORMAT}); rerun `astra-hetero run` "
+            "on the directory, or read it with the version that wrote it"
+        )
     return result
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from astra_hetero.manifest_jobs import RunJob, rank_ranges
 from astra_hetero.results.model import RunResult
+from astra_hetero.results.throughput import throughput_figures
 
 
 def finish_us(result: RunResult, job: RunJob) -> float:
@@ -60,3 +61,20 @@ def job_result(result: RunResult, name: str) -> RunResult:
         jobs=(),
         shared_links=(),
     )
+
+
+def with_job_throughput(result: RunResult, manifest: dict[str, Any]) -> RunResult:
+    """Each job's record with its own throughput figures (tokens/s, model TFLOP/s per GPU, MFU on its
+    own GPUs, at its own iteration time), from the manifest's `jobs[].throughput`; unchanged where a
+    job's manifest entry has none (a cut-down iteration) or the run had one job."""
+    if not result.jobs:
+        return result
+    entries = {e.get("name"): e for e in manifest.get("jobs", []) if isinstance(e, dict)}
+    records = []
+    for job in result.jobs:
+        record = entries.get(job["name"], {}).get("throughput")
+        figures = None
+        if isinstance(record, dict) and "unavailable" not in record:
+            figures = throughput_figures(record, job["iteration_time_us"])
+        records.append({**job, "throughput": figures} if figures is not None else dict(job))
+    return dataclasses.replace(result, jobs=tuple(records))

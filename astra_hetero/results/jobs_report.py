@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from astra_hetero.results.compare import RunSummary, summarize
+from astra_hetero.results.facts import RunFacts
 from astra_hetero.results.jobs import job_ranks, job_result
 from astra_hetero.results.model import RunResult
 from astra_hetero.results.report import TextTable, format_number, summary_tables, time_unit, to_text
@@ -15,10 +16,11 @@ from astra_hetero.results.report import TextTable, format_number, summary_tables
 MAX_LINK_ROWS = 12  # shared-link groups shown (result.json holds up to 64)
 
 
-def run_summary_tables(summary: RunSummary) -> list[TextTable]:
-    """The summary of one run: per job and shared links for several jobs, else the ordinary one."""
+def run_summary_tables(summary: RunSummary, facts: RunFacts | None = None) -> list[TextTable]:
+    """The summary of one run: per job and shared links for several jobs, else the ordinary one
+    (`facts`: what the run directory's manifest says was simulated)."""
     if not summary.result.jobs:
-        return summary_tables(summary)
+        return summary_tables(summary, facts)
     result = summary.result
     tables = [jobs_table(summary.label, result)]
     for job in result.jobs:
@@ -32,8 +34,8 @@ def run_summary_tables(summary: RunSummary) -> list[TextTable]:
     return [*tables, by_gpu, *dynamics]
 
 
-def render_run_summary(result: RunResult, label: str = "") -> str:
-    return to_text(run_summary_tables(summarize([(label or result.backend, result)])[0]))
+def render_run_summary(result: RunResult, label: str = "", facts: RunFacts | None = None) -> str:
+    return to_text(run_summary_tables(summarize([(label or result.backend, result)])[0], facts))
 
 
 def jobs_table(label: str, result: RunResult) -> TextTable:

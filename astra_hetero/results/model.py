@@ -9,7 +9,7 @@ exposed_comm_us` is everything else (pipeline bubbles, waiting for peers, waitin
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -66,17 +66,20 @@ class RunResult:
     exit_status: int | None = None
     wall_time_s: float | None = None
     time_unit_note: str = "times in microseconds; ASTRA-sim cycles are nanoseconds"
+    format: str = RESULT_FORMAT  # what result.json says it is; read_result refuses any other
     meta: dict[str, Any] = field(default_factory=dict)
     # per iteration {index, time_us} (iteration_time_us is their mean); empty where a backend ran one
     iterations: tuple[dict[str, Any], ...] = ()
     # per dynamics event {index, event, start_us, end_us, ranks, links}: what each one touched
     events: tuple[dict[str, Any], ...] = ()
+    # tokens_per_s, model_tflops_per_gpu, mfu, ... (results/throughput.py); None where not stated
+    throughput: dict[str, Any] | None = None
     # several jobs sharing the cluster: per job {name, ranks ([first, end) ranges), start_us,
     # iterations, iteration_time_us, solo_iteration_time_us, slowdown}; `iteration_time_us` above is
     # then the whole run's span
     jobs: tuple[dict[str, Any], ...] = ()
-    # links two or more jobs loaded, busiest first: {lines, num_lines, from_node, to_node, kind, gbps,
-    # busy, bytes (per job)}
+    # links two or more jobs loaded, busiest first: {kind, gbps, lines, num_lines, busy,
+    # bytes (per job)}
     shared_links: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
@@ -96,7 +99,6 @@ class RunResult:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunResult:
         data = dict(data)
-        data.pop("format", None)
         ranks = tuple(RankResult(**r) for r in data.pop("ranks"))
         collectives = tuple(CollectiveStat(**c) for c in data.pop("collectives", []))
         warnings = tuple(data.pop("warnings", []))
@@ -133,14 +135,17 @@ class Span:
     name: str
     start_ns: int
     end_ns: int
+    # shown with the span in a trace viewer: a collective's bytes, algorithm, protocol, ... (or None);
+    # a description, not a time: left out of equality (a folded timeline equals the plain one)
+    args: Mapping[str, Any] | None = field(default=None, compare=False)
 
 
 class SharedSpans(Sequence[Span]):
     """Spans of ranks that share their timelines (a folded simulation): rank r's spans are those of
-    `rows[row_of[r]]`, each `(kind, name, start_ns, end_ns)`. Behaves as the full tuple of every
+    `rows[row_of[r]]`, each `(kind, name, start_ns, end_ns[, args])`. Behaves as the full tuple of every
     rank's spans in rank order, built on demand; `for_ranks` picks ranks without building the rest."""
 
-    def __init__(self, rows: list[list[tuple[str, str, int, int]]], row_of: list[int]) -> None:
+    def __init__(self, rows: list[list[tuple[Any, ...]]], row_of: list[int]) -> None:
         self._rows = rows
         self._row_of = row_of
         self._len = sum(len(rows[row]) for row in row_of)

@@ -1,4 +1,4 @@
-"""PNG plots of one or several runs: per-rank time breakdown, per-stage time, iteration time.
+"""Plots of one or several runs (PNG, SVG or PDF): per-rank time breakdown, per-stage time, iteration time.
 
 matplotlib is imported inside the functions only (the rest of the package never needs it) and drives
 an Agg canvas attached to each figure, so no global pyplot state or GUI backend is involved.
@@ -7,13 +7,15 @@ an Agg canvas attached to each figure, so no global pyplot state or GUI backend 
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from astra_hetero.results.aggregate import GroupStats, group_ranks
-from astra_hetero.results.compare import RunSummary, summarize
+from astra_hetero.results.compare import ASTRA_SPLIT_KEY, RunSummary, summarize
+from astra_hetero.results.figure_files import FIGURE_FORMATS
 from astra_hetero.results.model import RunResult
 from astra_hetero.results.report import time_unit
 
@@ -27,25 +29,25 @@ PARTS = (("compute", "#4c72b0"), ("exposed communication", "#dd8452"), ("idle", 
 DPI = 110
 
 
-def write_plots(results: Sequence[tuple[str, RunResult]], out_dir: Path) -> list[Path]:
-    """All plots for `results` as PNGs in `out_dir`: a breakdown per run, stage times, and (for two
-    runs or more) iteration times side by side. Returns the paths written."""
+def write_plots(results: Sequence[tuple[str, RunResult]], out_dir: Path, fmt: str = "png") -> list[Path]:
+    """All plots for `results` in `out_dir` (as `fmt`: png, svg or pdf): a breakdown per run, stage
+    times, and (for two runs or more) iteration times side by side. Returns the paths written."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     summaries = summarize(results)
     names = _file_stems([s.label for s in summaries])
     paths = [
-        plot_rank_breakdown(s.result, out_dir / f"ranks-{name}.png", s.label)
+        plot_rank_breakdown(s.result, out_dir / f"ranks-{name}.{fmt}", s.label)
         for s, name in zip(summaries, names, strict=True)
     ]
     paths += [
-        save_figure(iteration_series_figure(s.result, s.label), out_dir / f"iterations-{name}.png")
+        save_figure(iteration_series_figure(s.result, s.label), out_dir / f"iterations-{name}.{fmt}")
         for s, name in zip(summaries, names, strict=True)
         if len(s.result.iterations) > 1 or s.result.events
     ]
-    paths.append(plot_stage_times(summaries, out_dir / "stages.png"))
+    paths.append(plot_stage_times(summaries, out_dir / f"stages.{fmt}"))
     if len(summaries) >= 2:
-        paths.append(plot_iteration_times(summaries, out_dir / "iteration.png"))
+        paths.append(plot_iteration_times(summaries, out_dir / f"iteration.{fmt}"))
     return paths
 
 
@@ -105,7 +107,15 @@ def stage_times_figure(summaries: Sequence[RunSummary]) -> Figure:
 
     scale, unit = time_unit(max(s.result.iteration_time_us for s in summaries))
     widths = [max(len(s.stages), 2) for s in summaries]
-    fig = new_figure(width=min(2.5 + 0.35 * sum(widths) + 1.0 * len(summaries), 18.0), height=4.2)
+    # Up to 8 stages, each stage's GPU types go under it: across, one per line, where the figure can
+    # give every stage the width of its longest name (small font: ~0.075 in a character), else
+    # turned upright; past 8 stages, stage numbers only.
+    longest = max((len(gpu) for s in summaries for g in s.stages for gpu in g.gpus), default=4)
+    named = max(len(s.stages) for s in summaries) <= 8
+    per_stage = max(0.35, 0.075 * longest + 0.1) if named else 0.35
+    upright = named and 2.5 + per_stage * sum(widths) + 1.0 * len(summaries) > 18.0
+    per_stage = 0.45 if upright else per_stage
+    fig = new_figure(width=min(2.5 + per_stage * sum(widths) + 1.0 * len(summaries), 18.0), height=4.4)
     axes = fig.subplots(1, len(summaries), sharey=True, squeeze=False, width_ratios=widths)[0]
     for ax, summary in zip(axes, summaries, strict=True):
         stages = [g.stages[0] for g in summary.stages]
@@ -114,16 +124,24 @@ def stage_times_figure(summaries: Sequence[RunSummary]) -> Figure:
             values = [getattr(g, attr).mean / scale for g in summary.stages]
             ax.bar(stages, values, bottom=bottom, color=color, label=part)
             bottom = [a + b for a, b in zip(bottom, values, strict=True)]
-        if len(stages) <= 8:  # room to name each stage's GPU types under it
+        if upright:
             ax.set_xticks(
                 stages,
-                labels=[f"{s}\n{', '.join(g.gpus)}" for s, g in zip(stages, summary.stages, strict=True)],
+                labels=[f"{s} · {', '.join(g.gpus)}" for s, g in zip(stages, summary.stages, strict=True)],
+                fontsize="small",
+                rotation=90,
+            )
+        elif named:
+            ax.set_xticks(
+                stages,
+                labels=[f"{s}\n" + "\n".join(g.gpus) for s, g in zip(stages, summary.stages, strict=True)],
                 fontsize="small",
             )
         else:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=16))
-        ax.set_title(f"{summary.label} ({summary.result.backend})", fontsize="medium")
-        ax.set_xlabel("pipeline stage" + (" and its GPU types" if len(stages) <= 8 else ""))
+        split = " — exposed comm includes bubbles" if ASTRA_SPLIT_KEY in summary.result.meta else ""
+        ax.set_title(f"{summary.label} ({summary.result.backend}{split})", fontsize="medium")
+        ax.set_xlabel("pipeline stage" + (" and its GPU types" if named else ""))
     axes[0].set_ylabel(f"mean time per rank in one iteration ({unit})")
     legend_below(fig, axes[0])
     fig.suptitle("time per pipeline stage\n(mean over its ranks)", fontsize="medium")
@@ -155,34 +173,49 @@ def iteration_times_figure(summaries: Sequence[RunSummary]) -> Figure:
 
 
 def iteration_series_figure(result: RunResult, label: str = "") -> Figure:
-    """Time of each iteration of one run, with the iterations each dynamics event overlaps shaded."""
+    """Time of each iteration of one run; below it, one lane per dynamics event spanning the
+    iterations it overlaps (lanes, not shading: two events in one iteration never blend into a colour
+    of neither)."""
     times = [it["time_us"] for it in result.iterations] or [result.iteration_time_us]
     scale, unit = time_unit(max(times))
-    fig = new_figure(width=min(4.0 + 0.25 * len(times), 14.0), height=4.0)
-    ax = fig.subplots()
-    ax.plot(range(len(times)), [t / scale for t in times], marker="o", color=PARTS[0][1], label="iteration")
+    events = list(result.events)
+    lanes = 0.3 * len(events) + 0.5 if events else 0.0
+    fig = new_figure(width=min(4.5 + 0.25 * len(times), 14.0), height=3.6 + lanes)
+    if events:
+        ax, lane_ax = fig.subplots(2, 1, sharex=True, height_ratios=[3.1, lanes])
+    else:
+        ax, lane_ax = fig.subplots(), None
+    ax.plot(range(len(times)), [t / scale for t in times], marker="o", color=PARTS[0][1])
+    ax.set_ylim(0, max(times) / scale * 1.15)
+    ax.set_ylabel(f"iteration time ({unit})")
+    ax.set_title(f"{label or result.backend}: time of each iteration", fontsize="medium")
+    bottom = lane_ax if lane_ax is not None else ax
+    if lane_ax is not None:
+        _event_lanes(lane_ax, events, times)
+    bottom.set_xlabel("iteration")
+    if len(times) <= 30:
+        bottom.set_xticks(range(len(times)))
+    return fig
+
+
+EVENT_COLORS = ("#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
+
+
+def _event_lanes(ax: Axes, events: list[dict], times: list[float]) -> None:
+    """One lane per event, first on top, an opaque bar over the iterations it overlaps."""
     ends, total = [], 0.0
     for t in times:
         total += t
         ends.append(total)
-    colors = ("#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
-    for k, event in enumerate(result.events):
+    for k, event in enumerate(events):
         first, last = event_iterations(ends, event["start_us"], event["end_us"])
-        ax.axvspan(
-            first - 0.45,
-            last + 0.45,
-            color=colors[k % len(colors)],
-            alpha=0.2,
-            label=f"dynamics[{event['index']}] {event['event']}",
+        ax.barh(
+            k, last - first + 0.9, left=first - 0.45, height=0.6, color=EVENT_COLORS[k % len(EVENT_COLORS)]
         )
-    ax.set_ylim(0, max(times) / scale * 1.15)
-    ax.set_xlabel("iteration")
-    ax.set_ylabel(f"iteration time ({unit})")
-    ax.set_title(f"{label or result.backend}: time of each iteration", fontsize="medium")
-    if len(times) <= 30:
-        ax.set_xticks(range(len(times)))
-    legend_below(fig, ax, max_columns=2)
-    return fig
+    ax.set_yticks(range(len(events)), labels=[f"dynamics[{e['index']}] {e['event']}" for e in events])
+    ax.tick_params(axis="y", labelsize="small")
+    ax.set_ylim(len(events) - 0.5, -0.5)
+    ax.set_title("iterations each dynamics event overlaps", fontsize="small", loc="left")
 
 
 def event_iterations(ends_us: Sequence[float], start_us: float, end_us: float | None) -> tuple[int, int]:
@@ -222,9 +255,19 @@ def new_figure(width: float, height: float) -> Figure:
     return fig
 
 
-def save_figure(fig: Figure, path: Path) -> Path:
+def save_figure(fig: Figure, path: Path, dpi: int = DPI) -> Path:
+    """Write `fig` in the format its file name ends in (png, svg, pdf), whole: to a temporary file
+    beside `path`, then renamed over it."""
     path = Path(path)
-    fig.savefig(path, dpi=DPI, format="png")
+    fmt = path.suffix.lstrip(".").lower()
+    if fmt not in FIGURE_FORMATS:
+        raise ValueError(f"{path}: figures are written as {', '.join(FIGURE_FORMATS)}, not {fmt!r}")
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        fig.savefig(partial, dpi=dpi, format=fmt)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
     return path
 
 

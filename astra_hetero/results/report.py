@@ -7,6 +7,7 @@ report.md always show the same numbers. Rows are per stage and per GPU type, nev
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 from collections.abc import Iterable, Sequence
@@ -17,11 +18,31 @@ from rich.console import Console
 from rich.table import Table
 
 from astra_hetero.results.aggregate import GroupStats, Spread
-from astra_hetero.results.compare import RunSummary, all_gpus, all_stages, summarize
+from astra_hetero.results.compare import (
+    ASTRA_SPLIT_KEY,
+    RunSummary,
+    all_gpus,
+    all_stages,
+    splits_differ,
+    summarize,
+)
+from astra_hetero.results.facts import RunFacts, fact_lines
 from astra_hetero.results.model import RunResult
+from astra_hetero.results.throughput import throughput_line
 
-WIDTH = 120
+WIDTH = 80  # every table fits an 80-column terminal; list cells (GPUs, ranks, links) wrap inside it
 _UNITS = ((1e6, "s"), (1e3, "ms"), (1.0, "µs"))
+SPREAD_CAPTION = (
+    "Each time is the mean over the group's ranks, with the lowest–highest rank below it where they "
+    "differ. exposed comm: communicating while no compute runs; idle: neither (pipeline bubbles, "
+    "waiting for peers or for the slowest rank)."
+)
+ASTRA_SPREAD_CAPTION = (
+    "Each time is the mean over the group's ranks, with the lowest–highest rank below it where they "
+    "differ. As ASTRA-sim reports them, exposed comm is the rank's finish minus its compute (pipeline "
+    "bubbles and waiting on peers included); idle is the time after the rank finished."
+)
+IDLE_PERCENT = "idle %"
 
 
 @dataclass(frozen=True)
@@ -31,11 +52,16 @@ class TextTable:
     rows: tuple[tuple[str, ...], ...]
     caption: str = ""
     notes: tuple[str, ...] = ()  # lines printed after the caption, each on its own line
+    lead: tuple[str, ...] = ()  # lines between the title and the table (they may wrap)
+    wrap: tuple[int, ...] = ()  # columns whose cells are lists and may wrap to fit the width
 
 
-def render_summary(result: RunResult, label: str = "") -> str:
-    """Iteration time and per-stage / per-GPU-type spreads of compute, exposed comm and idle."""
-    return to_text(summary_tables(summarize([(label or result.backend, result)])[0]))
+def render_summary(
+    result: RunResult, label: str = "", facts: RunFacts | None = None, width: int = WIDTH
+) -> str:
+    """What was simulated and how well it uses the hardware, then per-stage and per-GPU-type
+    compute, exposed communication and idle time."""
+    return to_text(summary_tables(summarize([(label or result.backend, result)])[0], facts), width)
 
 
 def compare_runs(results: Sequence[tuple[str, RunResult]]) -> str:
@@ -43,32 +69,46 @@ def compare_runs(results: Sequence[tuple[str, RunResult]]) -> str:
     return to_text(comparison_tables(summarize(results)))
 
 
-def summary_tables(summary: RunSummary) -> list[TextTable]:
+def summary_tables(summary: RunSummary, facts: RunFacts | None = None) -> list[TextTable]:
     result = summary.result
     scale, unit = time_unit(result.iteration_time_us)
-    spread_columns = (f"compute ({unit})", f"exposed comm ({unit})", f"idle ({unit})")
+    spread_columns = (f"compute\n({unit})", f"exposed\ncomm ({unit})", f"idle\n({unit})")
     title = (
-        f"{summary.label}: {result.backend}, {result.num_ranks} ranks, "
-        f"iteration {format_number(result.iteration_time_us / scale)} {unit}; by pipeline stage"
+        f"{summary.label}: {result.backend} backend, {result.num_ranks} ranks, "
+        f"iteration {format_number(result.iteration_time_us / scale)} {unit}"
     )
+    lead = tuple(line for line in (*fact_lines(facts or RunFacts()), throughput_line(result)) if line)
     by_stage = TextTable(
         title=title,
-        notes=result.approximations,  # shown whole, each on a line of its own
+        lead=lead,
+        # shown whole, each on a line of its own
+        notes=(
+            *([f"{len(result.warnings)} warning(s) in result.json"] if result.warnings else []),
+            *result.approximations,
+        ),
         columns=("stage", "ranks", "GPUs", *spread_columns),
         rows=tuple(
             (g.label, str(g.num_ranks), ", ".join(g.gpus), *_spreads(g, scale)) for g in summary.stages
         ),
-        caption="cells: min / mean / max over the group's ranks"
-        + (f"; {len(result.warnings)} warning(s) in result.json" if result.warnings else ""),
+        caption=ASTRA_SPREAD_CAPTION if ASTRA_SPLIT_KEY in result.meta else SPREAD_CAPTION,
+        wrap=(2,),
     )
-    shares = summary.idle_share_by_gpu
+    iteration = result.iteration_time_us
     by_gpu = TextTable(
         title=f"{summary.label}: by GPU type",
-        columns=("GPU", "ranks", "stages", *spread_columns, "idle share"),
+        columns=("GPU", "ranks", "stages", *spread_columns, IDLE_PERCENT),
         rows=tuple(
-            (g.label, str(g.num_ranks), _ranges(g.stages), *_spreads(g, scale), f"{shares[g.label]:.0%}")
+            (
+                g.label,
+                str(g.num_ranks),
+                _ranges(g.stages),
+                *_spreads(g, scale),
+                f"{g.idle_us.mean / iteration:.0%}" if iteration > 0 else "-",
+            )
             for g in summary.gpus
         ),
+        caption=f"{IDLE_PERCENT}: the mean idle time of the type's ranks as a share of the iteration.",
+        wrap=(2,),
     )
     return [by_stage, by_gpu, *_dynamics_tables(result, scale, unit)]
 
@@ -91,6 +131,7 @@ def _dynamics_tables(result: RunResult, scale: float, unit: str) -> list[TextTab
             TextTable(
                 title="dynamics events",
                 columns=("event", "from (ms)", "to (ms)", "ranks", "topology.txt link lines"),
+                wrap=(3, 4),
                 rows=tuple(
                     (
                         f"[{e['index']}] {e['event']}",
@@ -123,6 +164,8 @@ def comparison_tables(summaries: Sequence[RunSummary]) -> list[TextTable]:
             for s in summaries
         ),
     )
+    if splits_differ(summaries):
+        return [dataclasses.replace(iteration, notes=(MIXED_SPLITS,)), *_mixed_split_tables(summaries)]
     stages = TextTable(
         title=f"per-stage busy time ({unit}): compute + exposed comm, mean over the stage's ranks",
         columns=("stage", *labels),
@@ -155,7 +198,47 @@ def side_by_side_table(before: RunSummary, after: RunSummary) -> TextTable:
         columns=("ranks", "GPU", "compute", "exposed comm", "idle"),
         rows=tuple((_ranges(ranks), *key) for key, ranks in sorted(rows.items(), key=lambda kv: kv[1][0])),
         caption="ranks with the same figures in both runs share a row",
+        wrap=(1,),  # a long GPU label wraps; the before → after figures stay whole
     )
+
+
+MIXED_SPLITS = (
+    "These runs come from backends that split the time a rank is not computing differently: "
+    "ASTRA-sim's exposed communication is a rank's finish minus its compute, so it includes pipeline "
+    "bubbles and waiting on peers, and its idle time is only what follows the rank's finish; the "
+    "embedded engine counts as exposed only communication with no compute running, and the bubbles "
+    "as idle. Idle or exposed communication of one would be misread against the other, so the "
+    "tables compare compute and the time not computing (exposed comm + idle), which mean the same on both."
+)
+
+
+def _mixed_split_tables(summaries: Sequence[RunSummary]) -> list[TextTable]:
+    labels = tuple(s.label for s in summaries)
+    scale, unit = time_unit(max(s.result.iteration_time_us for s in summaries))
+
+    def cell(group: GroupStats | None, of: str) -> str:
+        if group is None:
+            return "-"
+        value = group.compute_us.mean if of == "compute" else group.exposed_comm_us.mean + group.idle_us.mean
+        return format_number(value / scale)
+
+    stages = TextTable(
+        title=f"per-stage compute ({unit}), mean over the stage's ranks",
+        columns=("stage", *labels),
+        rows=tuple(
+            (f"stage {stage}", *(cell(s.stage(stage), "compute") for s in summaries))
+            for stage in all_stages(summaries)
+        ),
+    )
+    waiting = TextTable(
+        title=f"time not computing ({unit}): exposed comm + idle, mean per rank of each GPU type",
+        columns=("GPU", *labels),
+        rows=tuple(
+            (gpu, *(cell(next((g for g in s.gpus if g.label == gpu), None), "waiting") for s in summaries))
+            for gpu in all_gpus(summaries)
+        ),
+    )
+    return [stages, waiting]
 
 
 def time_unit(largest_us: float) -> tuple[float, str]:
@@ -170,15 +253,20 @@ def to_text(tables: Iterable[TextTable], width: int = WIDTH) -> str:
     )
     for table in tables:
         # Title and caption are printed apart from the table so that they never wrap to its width.
-        console.print(table.title)
+        console.print(table.title, markup=False)
+        for line in table.lead:
+            console.print(line, markup=False)
         rich_table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
         for i, column in enumerate(table.columns):
-            rich_table.add_column(column, justify="left" if i == 0 else "right", no_wrap=True)
+            wraps = i in table.wrap
+            rich_table.add_column(
+                column, justify="left" if i == 0 or wraps else "right", no_wrap=not wraps, overflow="fold"
+            )  # a header may hold a line break ("exposed\ncomm (ms)"): narrower columns
         for row in table.rows:
             rich_table.add_row(*row)
         console.print(rich_table)
         if table.caption:
-            console.print(table.caption + "\n")
+            console.print(table.caption + "\n", markup=False)
         for note in table.notes:  # soft_wrap: a note stays one line however long
             console.print(note + "\n", soft_wrap=True, markup=False)
     return _tidy(buffer.getvalue())
@@ -196,13 +284,16 @@ def _tidy(text: str) -> str:
 def to_markdown(tables: Iterable[TextTable]) -> str:
     parts: list[str] = []
     for table in tables:
-        lines = [
-            f"### {table.title}",
-            "",
-            "| " + " | ".join(table.columns) + " |",
+        lines = [f"### {table.title}", ""]
+        lines += [line for lead in table.lead for line in (lead, "")]
+        lines += [
+            "| " + " | ".join(c.replace("\n", " ") for c in table.columns) + " |",
             "|" + "|".join(["---"] + ["---:"] * (len(table.columns) - 1)) + "|",
         ]
-        lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in table.rows]
+        lines += [
+            "| " + " | ".join(cell.replace("|", "\\|").replace("\n", "<br>") for cell in row) + " |"
+            for row in table.rows
+        ]
         if table.caption:
             lines += ["", table.caption]
         lines += [line for note in table.notes for line in ("", f"> {note}")]
@@ -219,12 +310,14 @@ def _spreads(group: GroupStats, scale: float) -> tuple[str, str, str]:
 
 
 def _spread(spread: Spread, scale: float) -> str:
-    return " / ".join(format_number(v / scale) for v in (spread.min, spread.mean, spread.max))
+    """The mean, and below it the lowest–highest where they differ at the precision shown."""
+    mean, low, high = (format_number(v / scale) for v in (spread.mean, spread.min, spread.max))
+    return mean if low == high else f"{mean}\n{low}–{high}"
 
 
 def format_number(value: float) -> str:
     """Four significant digits without an exponent: 612.3, 61.23, 6.123, 0.6123 (at most 4 decimals)."""
-    if value == 0:
+    if round(value, 4) == 0:  # 3e-6 is a rounding residue at four decimals, not "0.0000"
         return "0"
     integer_digits = math.floor(math.log10(abs(value))) + 1
     return f"{value:,.{min(max(4 - integer_digits, 1), 4)}f}"

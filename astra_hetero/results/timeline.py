@@ -105,7 +105,7 @@ def _assign_lanes(spans: Sequence[Span]) -> list[tuple[int, int]]:
 
 
 def _slice_event(span: Span, thread: tuple[int, int]) -> dict[str, Any]:
-    return {
+    event = {
         "name": span.name,
         "cat": span.kind,
         "ph": "X",
@@ -114,6 +114,9 @@ def _slice_event(span: Span, thread: tuple[int, int]) -> dict[str, Any]:
         "ts": span.start_ns / NS_PER_US,
         "dur": (span.end_ns - span.start_ns) / NS_PER_US,
     }
+    if span.args:
+        event["args"] = dict(span.args)  # Perfetto lists these under the selected slice
+    return event
 
 
 def _thread_name(tid: int) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any, TypeVar
@@ -13,6 +14,8 @@ from astra_hetero.errors import SpecError
 from astra_hetero.spec.devices import too_few_gpus
 from astra_hetero.spec.schema import NcclTestsTable, Spec
 from astra_hetero.spec.yamlfile import read_yaml
+
+logger = logging.getLogger(__name__)
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
@@ -116,7 +119,16 @@ def resolve_files(spec: SpecT, source: Path | None) -> SpecT:
         if not calibration.is_file():
             raise SpecError("calibration", f"file not found: {calibration}")
         spec = spec.model_copy(update={"calibration": str(calibration)})
+        spec._calibration_private = not _inside(calibration, base)
     return spec
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    """Whether `path`, symlinks resolved, lies in `directory` or below it."""
+    try:
+        return path.resolve().is_relative_to(directory.resolve())
+    except (OSError, RuntimeError):
+        return False
 
 
 def _kind(data: Any) -> str:
@@ -179,7 +191,9 @@ def _real_path(path: Path, field: str) -> Path:
 
 def load_spec(path: str | Path) -> Spec:
     path = Path(path)
-    return parse_spec(read_spec_data(path), source=path)
+    spec = parse_spec(read_spec_data(path), source=path)
+    logger.info("read %s: %r, %d GPUs", path, spec.name, spec.cluster.num_gpus)
+    return spec
 
 
 def read_spec_data(path: str | Path) -> Any:

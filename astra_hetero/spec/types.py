@@ -14,6 +14,8 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
+from astra_hetero.units import MAX_LINK_GBPS, MIN_LINK_GBPS
+
 
 def _plain_number(value: Any) -> Any:
     if isinstance(value, bool):
@@ -47,7 +49,7 @@ Slowdown = real(0.0, 1.0)  # extra time as a fraction of the time alone
 
 # Links. Rates from 1 Mbit/s to 1 Pbit/s; latencies up to one second.
 GbytesPerS = real(1e-3, 1e5)
-Gbps = real(1e-3, 1e6)
+Gbps = real(MIN_LINK_GBPS, MAX_LINK_GBPS)
 LatencyNs = real(0.0, 1e9)
 Oversubscription = real(1.0, 1e3)
 Probability = real(0.0, 1.0)

@@ -8,7 +8,8 @@ What can go wrong, and what the reader does about it, before any of the data is 
   size is counted on the node graph, sharing counted once, before anything is expanded;
 - duplicate mapping keys (YAML says they are an error; PyYAML silently keeps the last): named with
   their path;
-- integers with thousands of digits: refused with their position (Python refuses to convert them).
+- integers with thousands of digits: refused with their position (Python refuses to convert them);
+- control characters YAML does not allow (a NUL byte; `include: /proc/self/environ`): their position.
 Errors give the line and column and the parser's reason but never quote the file: the file may not be
 a spec at all (an `include:` of some other file must not echo its content).
 """
@@ -51,8 +52,9 @@ def read_yaml(path: Path, field: str, what: str = "file", private: bool = False)
     `private`: the file may not be ours to show (an include), so errors name no key of it either.
     """
     text = _read_text(Path(path), field, what)
-    loader = _Loader(text)
+    loader: _Loader | None = None
     try:
+        loader = _Loader(text)  # the reader refuses control characters (a NUL, /proc/self/environ) here
         _check_depth(text, path, field)
         node = loader.get_single_node()
         if node is None:
@@ -60,11 +62,12 @@ def read_yaml(path: Path, field: str, what: str = "file", private: bool = False)
         _check_graph(node, path, field, private)
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise SpecError(field, f"{path}: not valid YAML ({_describe(exc)})") from None
+        raise SpecError(field, f"{path}: not valid YAML ({_describe(exc, text)})") from None
     except RecursionError:  # a safety net: the depth check should have stopped it
         raise SpecError(field, f"{path}: nested too deeply") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _read_text(path: Path, field: str, what: str) -> str:
@@ -85,8 +88,13 @@ def _read_text(path: Path, field: str, what: str) -> str:
         raise SpecError(field, f"{path}: not UTF-8 text (byte {exc.start} cannot be decoded)") from None
 
 
-def _describe(exc: yaml.YAMLError) -> str:
+def _describe(exc: yaml.YAMLError, text: str) -> str:
     """The parser's reason and position, without the snippet of the file PyYAML would print."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        return f"line {line}, column {column}: control character U+{code:04X} is not allowed (a binary file?)"
     if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""

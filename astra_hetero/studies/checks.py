@@ -38,7 +38,9 @@ def derived_column(derived: Derived, columns: dict[str, Column]) -> Column:
     words = {"percent_difference": "difference", "ratio": "ratio", "difference": "difference"}[derived.kind]
     reference = ", ".join(f"{axis} = {value}" for axis, value in derived.relative_to.items())
     label = derived.description or f"{columns[derived.of].label}: {words} to {reference}"
-    return Column(derived.name, label, unit)
+    of_time = columns[derived.of].unit in ("us", "s")
+    sign = "+ = longer, − = shorter" if of_time and derived.kind != "ratio" else ""
+    return Column(derived.name, label, unit, sign)
 
 
 def check_study(study_file: StudyFile, axes: Sequence[AxisInfo], job_names: Sequence[str] = ()) -> None:

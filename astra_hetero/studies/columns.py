@@ -20,6 +20,7 @@ class Column:
     name: str
     label: str  # what it is, in words, for axis labels and table headers
     unit: str
+    sign: str = ""  # for a difference, what its sign says ("+ = longer, − = shorter")
 
 
 METRICS: tuple[Column, ...] = (

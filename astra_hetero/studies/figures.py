@@ -8,11 +8,13 @@ matplotlib is imported here only, and drives an Agg canvas attached to each figu
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from astra_hetero.results.plots import save_figure
 from astra_hetero.results.report import format_number
 from astra_hetero.studies.columns import Column, display_unit
 from astra_hetero.studies.schema import FigureLayout
@@ -58,11 +60,43 @@ class Panel:
         ]
 
 
-def render_figure(layout: FigureLayout, table: ResultsTable, path: Path) -> Path | None:
-    """Draw `layout` from the table's successful rows; None when no row matches it."""
+def figure_gap(layout: FigureLayout, table: ResultsTable) -> str:
+    """Why `layout` cannot be drawn ('' when it can): no successful point matches it, or every value
+    it would show is missing (a derived column whose reference points failed) — an empty figure
+    would say nothing, so the report says why instead."""
     rows = table.select(layout.where)
+    failed = [r for r in table.rows if not r.ok]
+    example = f" (e.g. `{failed[0].point}`: {_shortened(failed[0].error)})" if failed else ""
     if not rows:
+        return f"no successful point matches it{example}"
+    if not any(c in r.values for r in rows for c in layout.y):
+        references = [
+            f"{d.name} needs the points with {', '.join(f'{a} = {v}' for a, v in d.relative_to.items())}"
+            for d in table.study.file.derived
+            if d.name in layout.y
+        ]
+        because = f" ({'; '.join(references)}, and they failed)" if references and failed else ""
+        return f"every value it would show is missing{because}{example}"
+    return ""
+
+
+def _shortened(error: str, limit: int = 160) -> str:
+    """An error's first line, cut at a word past `limit` characters."""
+    line = error.strip().splitlines()[0] if error.strip() else "failed"
+    return line if len(line) <= limit else line[:limit].rsplit(" ", 1)[0] + " …"
+
+
+def render_figure(layout: FigureLayout, table: ResultsTable, path: Path) -> Path | None:
+    """Draw `layout` from the table's successful rows; None when it cannot be (see `figure_gap`)."""
+    if figure_gap(layout, table):
         return None
+    path = Path(path)
+    save_figure(study_figure(layout, table), path, dpi=DPI)
+    return path
+
+
+def study_figure(layout: FigureLayout, table: ResultsTable) -> Figure:
+    rows = table.select(layout.where)
     columns = [table.columns[name] for name in layout.y]
     values = [r.values[c.name] for r in rows for c in columns if c.name in r.values]
     scale, unit = display_unit(columns[0].unit, max((abs(v) for v in values), default=0.0))
@@ -82,8 +116,15 @@ def render_figure(layout: FigureLayout, table: ResultsTable, path: Path) -> Path
             ax.set_title(f"{layout.panels} = {panel}", fontsize="medium")
         ax.set_xlabel(layout.x_label or layout.x)
         ax.grid(axis="y", linewidth=0.4, alpha=0.5)
-    axes[0].set_ylabel(f"{layout.y_label}{unit}" if layout.y_label else _y_label(columns, unit))
-    fig.suptitle(layout.title)
+    unit = _with_sign(unit, columns)
+    label = f"{layout.y_label}{unit}" if layout.y_label else _y_label(columns, unit)
+    axes[0].set_ylabel(textwrap.fill(label, 44))  # two lines rather than cut at the figure's edges
+    width = fig.get_figwidth()
+    title = textwrap.fill(layout.title, max(30, int(width * 9.5)))  # never wider than the figure
+    note = cut_down_note(table)
+    if note:
+        title += "\n" + textwrap.fill(f"({note})", max(36, int(width * 11)))
+    fig.suptitle(title, fontsize="medium" if note else "large")
     handles, labels = axes[0].get_legend_handles_labels()
     if len(labels) > 1:
         fig.legend(
@@ -94,9 +135,32 @@ def render_figure(layout: FigureLayout, table: ResultsTable, path: Path) -> Path
             fontsize="small",
             frameon=False,
         )
-    path = Path(path)
-    fig.savefig(path, dpi=DPI, format="png")
-    return path
+    return fig
+
+
+def cut_down_note(table: ResultsTable) -> str:
+    """What a figure of a cut-down study must say: that its points ran part of an iteration (a
+    `scope`), and that it is the study's reduced version."""
+    study = table.study
+    scopes = {repr(p.spec_data.get("scope")) for p in study.points if p.spec_data.get("scope")}
+    parts = []
+    if scopes:
+        scope = next(p.spec_data["scope"] for p in study.points if p.spec_data.get("scope"))
+        kept = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in scope.items() if v is not None)
+        others = ", and others" if len(scopes) > 1 else ""
+        parts.append(f"A cut-down iteration ({kept}{others}): times are of that part")
+    if study.reduced and study.file.reduced is not None:
+        parts.append(f"reduced study: {study.file.reduced.description}")
+    return "; ".join(parts)
+
+
+def _with_sign(unit: str, columns: Sequence[Column]) -> str:
+    """` (%)` -> ` (%; + = longer, − = shorter)` for differences of times: the sign read out."""
+    signs = {c.sign for c in columns}
+    if len(signs) != 1 or not next(iter(signs)):
+        return unit
+    sign = next(iter(signs))
+    return f"{unit[:-1]}; {sign})" if unit.endswith(")") else f" ({sign})"
 
 
 def _y_label(columns: Sequence[Column], unit: str) -> str:

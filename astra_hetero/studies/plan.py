@@ -11,12 +11,14 @@ from __future__ import annotations
 import copy
 import itertools
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from astra_hetero.bounds import MAX_SWEEP_POINTS
 from astra_hetero.errors import SpecError
 from astra_hetero.jobs.load import RunSpec
 from astra_hetero.planner.settings import SearchSettings
@@ -25,6 +27,7 @@ from astra_hetero.spec.yamlfile import read_yaml
 from astra_hetero.studies.axes import AxisInfo, AxisLevel, value_label
 from astra_hetero.studies.checks import check_study
 from astra_hetero.studies.schema import ParameterAxis, PlanTransform, Reduced, StudyFile, Transform, Variant
+from astra_hetero.studies.validity import check_overrides, check_point_count, check_some_point_valid
 from astra_hetero.sweep.plan import SweepPoint, base_data, set_path
 
 
@@ -61,12 +64,23 @@ class Study:
         return next(a for a in self.axes if a.name == name)
 
 
-def load_study(path: str | Path, reduced: bool = False) -> Study:
+def load_study(path: str | Path, reduced: bool = False, max_points: int = MAX_SWEEP_POINTS) -> Study:
     path = Path(path)
-    return plan_study(read_yaml(path, "", "study file"), path.parent, reduced, source=path)
+    return plan_study(
+        read_yaml(path, "", "study file"), path.parent, reduced, source=path, max_points=max_points
+    )
 
 
-def plan_study(data: Any, directory: Path, reduced: bool = False, source: Path | None = None) -> Study:
+def plan_study(
+    data: Any,
+    directory: Path,
+    reduced: bool = False,
+    source: Path | None = None,
+    max_points: int = MAX_SWEEP_POINTS,
+) -> Study:
+    """The study's points, after every check that needs no simulation: the file's fields and
+    references, its reduced version (whether or not it is asked for), the number of points, overrides
+    that can never be valid, and that at least one point is a valid spec."""
     if not isinstance(data, dict):
         raise SpecError("", f"a study file must be a mapping, got {type(data).__name__}")
     data = import_axes(data, directory)
@@ -77,11 +91,16 @@ def plan_study(data: Any, directory: Path, reduced: bool = False, source: Path |
     if reduced and study_file.reduced is None:
         raise SpecError("reduced", "this study has no reduced version; run it without --reduced")
     axes = tuple(_axis_info(name, axis) for name, axis in study_file.axes.items())
+    if not reduced:
+        check_point_count(axes, max_points)
     base = base_data(study_file.base, directory)
     job_names = [job["name"] for job in base.get("jobs", [])]  # a shared cluster's jobs have columns
     check_study(study_file, axes, job_names)
     _check_reduced_search(study_file)
-    kept = _kept_axes(axes, study_file, reduced)
+    reduced_axes = _kept_axes(axes, study_file, True) if study_file.reduced is not None else axes
+    kept = reduced_axes if reduced else axes
+    check_point_count(kept, max_points)
+    check_overrides(study_file, base)
     _apply(base, study_file.set, "set")
     points = tuple(
         _point(index, combination, base, study_file, reduced)
@@ -91,6 +110,7 @@ def plan_study(data: Any, directory: Path, reduced: bool = False, source: Path |
     if len(set(names)) != len(names):
         clash = next(n for n in names if names.count(n) > 1)
         raise SpecError("axes", f"two points would share the name {clash!r}; rename a variant")
+    check_some_point_valid(points)
     return Study(study_file, kept, points, reduced, source, tuple(job_names))
 
 
@@ -146,13 +166,14 @@ def _axis_info(name: str, axis: list[Variant] | ParameterAxis) -> AxisInfo:
     labels = info.labels
     if not labels:
         raise SpecError(f"axes.{name}", "needs at least one variant")
-    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    repeated = sorted(label for label, count in Counter(labels).items() if count > 1)
     if repeated:
         raise SpecError(f"axes.{name}", f"values must be distinct; repeated: {', '.join(repeated)}")
     return info
 
 
 def _kept_axes(axes: tuple[AxisInfo, ...], study_file: StudyFile, reduced: bool) -> tuple[AxisInfo, ...]:
+    """The axes' levels the reduced version keeps (its references checked), or all of them."""
     if not reduced or study_file.reduced is None:
         return axes
     keep = study_file.reduced.axes

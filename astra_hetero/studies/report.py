@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from astra_hetero.outputs import publish
+from astra_hetero.results.figure_files import markdown_figure
 from astra_hetero.results.report import TextTable, format_number, to_markdown
 from astra_hetero.studies.columns import Column, display_unit
 from astra_hetero.studies.schema import TableLayout
@@ -23,30 +24,40 @@ class ReportFiles:
     csv: Path
     report: Path
     figures: tuple[Path, ...]
-    skipped_figures: tuple[str, ...]  # declared figures no successful point matched
+    skipped_figures: tuple[tuple[str, str], ...]  # (name, why) of declared figures not drawn
 
 
-def write_report(table: ResultsTable, out: Path, study_file: Path | None = None) -> ReportFiles:
-    """Write results.csv, report.md and the figures into `out` (all or nothing)."""
-    from astra_hetero.studies.figures import render_figure
+def write_report(
+    table: ResultsTable, out: Path, study_file: Path | None = None, fmt: str = "png"
+) -> ReportFiles:
+    """Write results.csv, report.md and the figures (as `fmt`: png, svg, pdf) into `out` (all or
+    nothing)."""
+    from astra_hetero.studies.figures import figure_gap, render_figure
 
     out = Path(out)
     drawn: list[tuple[str, str]] = []
-    skipped: list[str] = []
+    skipped: dict[str, str] = {}
     with publish(out) as staging:
         (staging / CSV_NAME).write_text(csv_text(table))
         for layout in table.study.file.figures:
-            if render_figure(layout, table, staging / f"{layout.name}.png") is None:
-                skipped.append(layout.name)
+            gap = figure_gap(layout, table)
+            if gap:
+                skipped[layout.name] = gap
             else:
+                render_figure(layout, table, staging / f"{layout.name}.{fmt}")
                 drawn.append((layout.name, layout.title))
-        (staging / REPORT_NAME).write_text(report_markdown(table, study_file, skipped))
+        (staging / REPORT_NAME).write_text(report_markdown(table, study_file, skipped, fmt))
     return ReportFiles(
-        out / CSV_NAME, out / REPORT_NAME, tuple(out / f"{name}.png" for name, _ in drawn), tuple(skipped)
+        out / CSV_NAME,
+        out / REPORT_NAME,
+        tuple(out / f"{name}.{fmt}" for name, _ in drawn),
+        tuple(skipped.items()),
     )
 
 
-def report_markdown(table: ResultsTable, study_file: Path | None, skipped: list[str]) -> str:
+def report_markdown(
+    table: ResultsTable, study_file: Path | None, skipped: dict[str, str], fmt: str = "png"
+) -> str:
     study = table.study
     parts = [f"# {study.file.title}", study.file.description.strip(), _summary(table, study_file)]
     parts.append("## Axes\n\n" + "\n\n".join(_axis_section(table, a.name) for a in study.axes))
@@ -58,9 +69,9 @@ def report_markdown(table: ResultsTable, study_file: Path | None, skipped: list[
             + "\n\n".join(
                 f"### {f.title}\n\n"
                 + (
-                    f"_No successful point matches this figure ({f.name})._"
+                    f"_This figure ({f.name}) is not drawn: {skipped[f.name]}._"
                     if f.name in skipped
-                    else f"![{f.title}]({f.name}.png)"
+                    else markdown_figure(f"{f.name}.{fmt}", f.title)
                 )
                 + (f"\n\n{f.caption.strip()}" if f.caption else "")
                 for f in study.file.figures

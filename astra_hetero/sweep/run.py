@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import multiprocessing
 import signal
 from collections.abc import Callable, Sequence
@@ -23,6 +24,8 @@ from astra_hetero.results.model import RunResult
 from astra_hetero.rundir import write_text_atomic
 from astra_hetero.staging import clean_directory
 from astra_hetero.sweep.plan import Sweep, SweepPoint
+
+logger = logging.getLogger(__name__)
 
 CSV_NAME = "sweep.csv"
 METRICS = (
@@ -66,15 +69,18 @@ def run_point(
     from astra_hetero import pipeline
 
     run_dir = Path(out_dir) / point.name
+    logger.info("point %s: starting", point.name)
     try:
         spec = point.spec()
         result = pipeline.run_spec(
             spec, run_dir, point.backend or backend, limits=limits, force=force, **options
         )
     except AstraHeteroError as exc:
+        logger.info("point %s: failed (%s)", point.name, first_line(str(exc)))
         return _failed(point, run_dir, str(exc))
     except Exception as exc:  # a bug hit by one point must not end the other points
         return _failed(point, run_dir, f"{type(exc).__name__}: {exc}")
+    logger.info("point %s: iteration %.6g us", point.name, result.iteration_time_us)
     return PointOutcome(
         point.index,
         point.name,

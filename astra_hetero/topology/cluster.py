@@ -24,7 +24,6 @@ into the run directory (`ns3/link_kinds.json`) for the embedded engine's NCCL mo
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import networkx as nx
@@ -173,25 +172,13 @@ def _rail_optimized(graph: nx.Graph, nics: list[_Nic], network: NetworkSpec) -> 
 
 
 def _add_spines(graph: nx.Graph, access: list[int], down: dict[int, float], network: NetworkSpec) -> None:
-    """Join the access switches (leaves or rails) through one spine tier, one link per pair.
-
-    ns-3 keeps one interface per neighbour, so parallel links cannot add capacity: the uplink
-    bandwidth of an access switch is (number of spines) x (uplink rate), sized to its downlink
-    bandwidth / oversubscription. Given `num_spines`, the rate follows (rounded up to whole Gbit/s);
-    given `uplink_gbps` (default: the fastest NIC), the spine count follows. A single access switch
-    needs no spines.
-    """
+    """Join the access switches (leaves or rails) through one spine tier, one link per pair, as many
+    spines at such rates as `NetworkSpec.uplinks` says. A single access switch needs no spines."""
     if len(access) < 2:
         return
     fastest_nic = max(graph.edges[e]["rate_gbps"] for e in graph.edges if graph.edges[e]["kind"] == "nic")
-    needed = {a: down[a] / network.oversubscription for a in access}
-    if network.num_spines is not None:
-        num_spines = network.num_spines
-        rates = {a: network.uplink_gbps or math.ceil(needed[a] / num_spines) for a in access}
-    else:
-        uplink = network.uplink_gbps or fastest_nic
-        num_spines = max(math.ceil(needed[a] / uplink - 1e-9) for a in access)
-        rates = dict.fromkeys(access, uplink)
+    num_spines, uplinks = network.uplinks([down[a] / network.oversubscription for a in access], fastest_nic)
+    rates = dict(zip(access, uplinks, strict=True))
     spines = [_new_node(graph, "spine", index=i) for i in range(num_spines)]
     for a in access:
         for spine in spines:

@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING
 import networkx as nx
 
 from astra_hetero.topology.figures import Figures, figures
-from astra_hetero.topology.schematic import Y_NODE_BOTTOM, Mark, Schematic, Segment, schematic
+from astra_hetero.topology.schematic import Y_NODE_BOTTOM, LinkKind, Mark, Schematic, Segment, schematic
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 KIND_COLOURS = {
     "nvlink": "#2ca02c",
@@ -42,7 +43,15 @@ DPI = 120
 
 
 def draw_cluster(graph: nx.Graph, path: Path) -> Path:
-    """Write the schematic of a cluster graph (topology/cluster.py) to `path` as a PNG; returns `path`."""
+    """Write the schematic of a cluster graph (topology/cluster.py) to `path`, in the format its name
+    ends in (png, svg, pdf); returns `path`."""
+    from astra_hetero.results.plots import save_figure
+
+    return save_figure(cluster_figure(graph), path, dpi=DPI)
+
+
+def cluster_figure(graph: nx.Graph) -> Figure:
+    """The schematic of a cluster graph (see the module docstring)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -51,16 +60,16 @@ def draw_cluster(graph: nx.Graph, path: Path) -> Path:
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     gpu_colours = {gpu: GPU_COLOURS[i % len(GPU_COLOURS)] for i, gpu in enumerate(drawing.gpu_types)}
+    link_colours = link_palette(drawing.link_kinds)
     _frames(ax, drawing)
-    _segments(ax, drawing.segments)
+    _segments(ax, drawing.segments, link_colours)
     _marks(ax, drawing.marks, gpu_colours)
-    _legend(fig, ax, drawing, gpu_colours)
+    _legend(fig, ax, drawing, gpu_colours, link_colours)
     ax.set_title(_title(graph, drawing, figures(graph)), fontsize="medium")
     ax.set_xlim(-1.0, drawing.width + 1.0)
     ax.set_ylim(-4.6, 10.6)
     ax.set_axis_off()
-    fig.savefig(path, dpi=DPI, format="png")
-    return Path(path)
+    return fig
 
 
 def _title(graph: nx.Graph, drawing: Schematic, cluster: Figures) -> str:
@@ -116,13 +125,31 @@ def _frames(ax: Axes, drawing: Schematic) -> None:
             )
 
 
-def _segments(ax: Axes, segments: tuple[Segment, ...]) -> None:
+def link_palette(kinds: tuple[LinkKind, ...]) -> dict[tuple[str, float], str]:
+    """A colour per (kind, rate): the kind's hue, its fastest rate at full strength and each slower
+    one lighter, so that two rates of one kind never share a colour (width alone is hard to tell)."""
+    palette: dict[tuple[str, float], str] = {}
+    for kind in dict.fromkeys(k.kind for k in kinds):
+        rates = sorted({k.rate_gbps for k in kinds if k.kind == kind}, reverse=True)
+        base = KIND_COLOURS.get(kind, "#7f7f7f")
+        for step, rate in enumerate(rates):
+            palette[(kind, rate)] = _lighter(base, 0.5 * step / max(1, len(rates) - 1))
+    return palette
+
+
+def _lighter(colour: str, towards_white: float) -> str:
+    from matplotlib.colors import to_hex, to_rgb
+
+    return to_hex(tuple(c + (1.0 - c) * towards_white for c in to_rgb(colour)))
+
+
+def _segments(ax: Axes, segments: tuple[Segment, ...], colours: dict[tuple[str, float], str]) -> None:
     labelled: set[tuple[str, float]] = set()
     box = dict(boxstyle="round,pad=0.1", facecolor="white", edgecolor="none", alpha=0.85)
     for seg in segments:
         xs, ys = (seg.start[0], seg.end[0]), (seg.start[1], seg.end[1])
         width = _width(seg.rate_gbps)
-        colour = KIND_COLOURS.get(seg.kind, "#7f7f7f")
+        colour = colours.get((seg.kind, seg.rate_gbps), KIND_COLOURS.get(seg.kind, "#7f7f7f"))
         if seg.bottleneck:
             ax.plot(
                 xs, ys, color=BOTTLENECK, linewidth=width + 3.0, alpha=0.35, solid_capstyle="round", zorder=2
@@ -193,7 +220,9 @@ def _marks(ax: Axes, marks: tuple[Mark, ...], gpu_colours: dict[str, str]) -> No
                 ax.text(mark.x, y, mark.label, fontsize="x-small", ha="center", va="bottom", zorder=6)
 
 
-def _legend(fig, ax: Axes, drawing: Schematic, gpu_colours: dict[str, str]) -> None:
+def _legend(
+    fig, ax: Axes, drawing: Schematic, gpu_colours: dict[str, str], link_colours: dict[tuple[str, float], str]
+) -> None:
     from matplotlib.lines import Line2D
 
     handles = [
@@ -213,7 +242,7 @@ def _legend(fig, ax: Axes, drawing: Schematic, gpu_colours: dict[str, str]) -> N
         Line2D(
             [],
             [],
-            color=KIND_COLOURS.get(k.kind, "#7f7f7f"),
+            color=link_colours[(k.kind, k.rate_gbps)],
             linewidth=_width(k.rate_gbps),
             label=f"{k.label} ({k.count} links)",
         )

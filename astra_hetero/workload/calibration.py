@@ -12,6 +12,10 @@ error, so a misspelled column name cannot silently drop a shape.
   (optimizer, gradient norm, gradient zeroing) are timed per million parameters.
 - `time_us` is the operator's time for one micro-batch on one TP rank: finite, > 0 and at most 10⁹ µs.
 
+Errors name the file, the line and the reason. They quote the offending cell (with a "did you mean")
+only for a table in the spec's own directory: `calibration:` may name any file, and an error must not
+show the content of a file that is not the user's table (the spec marks it, `Spec.calibration_private`).
+
 How a row applies to an operator at the run's shape x (micro-batch size, sequence length, TP degree):
 1. Rows that name x exactly (blank columns match anything) win; the most specific one is used.
 2. Otherwise every row is a measurement at its own shape, placed on the operator's *work* axis (its
@@ -74,6 +78,7 @@ class CalibrationRow:
 class CalibrationTable:
     path: str
     rows: tuple[CalibrationRow, ...]
+    private: bool = False  # errors quote none of its content (see the module's docstring)
 
     def rows_for(self, gpu_label: str, op: str, phase: str) -> list[CalibrationRow]:
         gpu = normalize_key(gpu_label)
@@ -84,12 +89,15 @@ class CalibrationTable:
         labels = sorted({normalize_key(k) for k in known})
         for row in self.rows:
             if row.gpu not in labels:
-                close = difflib.get_close_matches(row.gpu, labels, n=3)
+                close = [] if self.private else difflib.get_close_matches(row.gpu, labels, n=3)
                 hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(labels)}"
-                raise SpecError(FIELD, f"{self.path}:{row.line}: unknown GPU {row.gpu!r}{hint}")
+                raise SpecError(
+                    FIELD, f"{self.path}:{row.line}: unknown GPU{_quoted(row.gpu, self.private)}{hint}"
+                )
 
 
-def load_calibration(path: str | Path) -> CalibrationTable:
+def load_calibration(path: str | Path, private: bool = False) -> CalibrationTable:
+    """The table at `path`; with `private`, errors give line and reason but no content of the file."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -100,24 +108,30 @@ def load_calibration(path: str | Path) -> CalibrationTable:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise SpecError(FIELD, f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
-    return CalibrationTable(str(path), tuple(_parse(text, path)))
+    return CalibrationTable(str(path), tuple(_parse(text, path, private)), private)
 
 
-def _parse(text: str, path: Path) -> list[CalibrationRow]:
+def _quoted(text: str, private: bool) -> str:
+    """` 'text'` to follow a noun in an error, or nothing for a private file."""
+    return "" if private else f" {text!r}"
+
+
+def _parse(text: str, path: Path, private: bool) -> list[CalibrationRow]:
     reader = csv.reader(io.StringIO(text, newline=""))
     rows: list[CalibrationRow] = []
     seen: dict[tuple[object, ...], int] = {}
     names = operator_names()
     try:
         header = [c.strip() for c in next(reader, [])]
-        _check_header(header, path)
+        _check_header(header, path, private)
         for raw in reader:
             line = reader.line_num
             if not any(cell.strip() for cell in raw):
                 continue
             if len(raw) != len(header):
                 raise SpecError(FIELD, f"{path}:{line}: expected {len(header)} fields, found {len(raw)}")
-            row = _row(dict(zip(header, (c.strip() for c in raw), strict=True)), line, path, names)
+            cells = dict(zip(header, (c.strip() for c in raw), strict=True))
+            row = _row(cells, f"{path}:{line}", line, names, private)
             if row.key in seen:
                 raise SpecError(FIELD, f"{path}:{line}: repeats the row of line {seen[row.key]}")
             seen[row.key] = line
@@ -127,62 +141,72 @@ def _parse(text: str, path: Path) -> list[CalibrationRow]:
     return rows
 
 
-def _check_header(header: list[str], path: Path) -> None:
+def _check_header(header: list[str], path: Path, private: bool) -> None:
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise SpecError(FIELD, f"{path}:1: missing column(s) {', '.join(missing)}")
-    unknown = [c for c in header if c not in COLUMNS]
+    unknown = [(i, c) for i, c in enumerate(header, 1) if c not in COLUMNS]
     if unknown:
-        raise SpecError(
-            FIELD, f"{path}:1: unknown column(s) {', '.join(unknown)}; known: {', '.join(COLUMNS)}"
+        named = (
+            f"at position(s) {', '.join(str(i) for i, _ in unknown)}"
+            if private
+            else ", ".join(c for _, c in unknown)
         )
+        raise SpecError(FIELD, f"{path}:1: unknown column(s) {named}; known: {', '.join(COLUMNS)}")
     repeated = sorted({c for c in header if header.count(c) > 1})
     if repeated:
         raise SpecError(FIELD, f"{path}:1: repeated column(s) {', '.join(repeated)}")
 
 
-def _row(cells: dict[str, str], line: int, path: Path, names: dict[str, frozenset[str]]) -> CalibrationRow:
-    where = f"{path}:{line}"
+def _row(
+    cells: dict[str, str], where: str, line: int, names: dict[str, frozenset[str]], private: bool
+) -> CalibrationRow:
     if not cells["gpu"]:
         raise SpecError(FIELD, f"{where}: gpu is empty")
     op, _, phase = cells["op"].rpartition(".")
     if phase not in PHASES or not op:
         raise SpecError(
-            FIELD, f"{where}: op {cells['op']!r} must be <operator>.<pass> with pass {'/'.join(PHASES)}"
+            FIELD,
+            f"{where}: op{_quoted(cells['op'], private)} must be <operator>.<pass> with pass "
+            f"{'/'.join(PHASES)}",
         )
     if op not in names[phase]:
-        close = difflib.get_close_matches(op, sorted(names[phase]), n=3)
+        close = [] if private else difflib.get_close_matches(op, sorted(names[phase]), n=3)
         hint = (
             f"did you mean {', '.join(f'{c}.{phase}' for c in close)}?"
             if close
             else f"known: {', '.join(sorted(names[phase]))}"
         )
-        raise SpecError(FIELD, f"{where}: unknown operator {cells['op']!r}; {hint}")
+        raise SpecError(FIELD, f"{where}: unknown operator{_quoted(cells['op'], private)}; {hint}")
     return CalibrationRow(
         line,
         normalize_key(cells["gpu"]),
         op,
         phase,
-        _time_us(cells["time_us"], where) * 1e3,
-        *(_dimension(cells.get(c, ""), c, where) for c in SHAPE_COLUMNS),
+        _time_us(cells["time_us"], where, private) * 1e3,
+        *(_dimension(cells.get(c, ""), c, where, private) for c in SHAPE_COLUMNS),
     )
 
 
-def _time_us(text: str, where: str) -> float:
+def _time_us(text: str, where: str, private: bool) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise SpecError(FIELD, f"{where}: time_us {text!r} is not a number") from None
+        raise SpecError(FIELD, f"{where}: time_us{_quoted(text, private)} is not a number") from None
     if not (math.isfinite(value) and 0 < value <= MAX_TIME_US):
-        raise SpecError(FIELD, f"{where}: time_us {text} must be finite, > 0 and ≤ {MAX_TIME_US:g}")
+        raise SpecError(
+            FIELD, f"{where}: time_us{_quoted(text, private)} must be finite, > 0 and ≤ {MAX_TIME_US:g}"
+        )
     return value
 
 
-def _dimension(text: str, column: str, where: str) -> int | None:
+def _dimension(text: str, column: str, where: str, private: bool) -> int | None:
     if text == "":
         return None
     if not text.isdigit() or not 0 < int(text) <= MAX_DIMENSION:
-        raise SpecError(FIELD, f"{where}: {column} {text!r} must be a whole number in 1..{MAX_DIMENSION}")
+        raise SpecError(
+            FIELD, f"{where}: {column}{_quoted(text, private)} must be a whole number in 1..{MAX_DIMENSION}"
+        )
     return int(text)
 
 

@@ -27,7 +27,8 @@ from astra_hetero.workload.encode import ClassEncoder, RankBinding, idle_trace
 from astra_hetero.workload.graph import build_rank_graph
 from astra_hetero.workload.invariants import ClassSummary, check_bound, summarize
 from astra_hetero.workload.layout import Layout, Placement, build_layout
-from astra_hetero.workload.memory import check_memory, max_layers_that_fit
+from astra_hetero.workload.memory import check_memory, max_layers_that_fit, peak_by_gpu
+from astra_hetero.workload.model_flops import throughput_record
 from astra_hetero.workload.partition import Partition, build_partition, micro_batch_group
 from astra_hetero.workload.precision import Dtypes
 from astra_hetero.workload.program import RankContext, RankGraph
@@ -58,6 +59,7 @@ class WorkloadPlan:
     groups: list[CommGroup]
     contexts: list[RankContext]  # per active rank; equal contexts share one class graph
     bindings: list[RankBinding]  # per active rank, in rank order (idle GPUs have neither)
+    memory: dict[str, dict[str, float | int]]  # per GPU type, the whole iteration's peak (peak_by_gpu)
 
 
 def plan_workload(spec: Spec) -> WorkloadPlan:
@@ -73,6 +75,7 @@ def plan_workload(spec: Spec) -> WorkloadPlan:
         lambda stage: max_layers_that_fit(spec, layout, stage, most_mb),
     )
     check_memory(spec, layout, partition)
+    memory = peak_by_gpu(spec, layout, partition)  # of the whole iteration, as the real job needs it
     partition = scoped(partition, spec.scope)  # a cut-down iteration, planned for the whole one
     groups = _comm_groups(spec, layout)
     of_rank: list[list[CommGroup]] = [[] for _ in range(layout.num_ranks)]
@@ -82,14 +85,16 @@ def plan_workload(spec: Spec) -> WorkloadPlan:
     active = layout.active_ranks
     contexts = [_context(spec, layout, partition, of_rank[r], blocks, r) for r in active]
     bindings = [_binding(spec, layout, of_rank[r], r) for r in active]
-    return WorkloadPlan(spec, layout, partition, groups, contexts, bindings)
+    return WorkloadPlan(spec, layout, partition, groups, contexts, bindings, memory)
 
 
 def timed_blocks(spec: Spec, devices: Iterable[Device]) -> dict[str, DeviceBlocks]:
     """Every block a rank may run, timed once per GPU type among `devices` (the planner's estimates
     use the same blocks as the traces)."""
     x = shape_of(spec.model, spec.parallelism, spec.compute.attention, Dtypes.from_spec(spec))
-    calibration = load_calibration(spec.calibration) if spec.calibration else None
+    calibration = (
+        load_calibration(spec.calibration, private=spec.calibration_private) if spec.calibration else None
+    )
     if calibration is not None:
         calibration.check_gpus([*gpu_catalog(), *(g.gpu.type_key for g in spec.cluster.node_groups)])
     # One cost model per GPU label; the spec guarantees that a label names one set of numbers.
@@ -272,6 +277,8 @@ def manifest(plan: WorkloadPlan) -> dict[str, Any]:
         **cluster_fields(spec, layout.num_ranks),
         **plan_fields(plan),
         "idle_ranks": list(layout.idle_ranks),
+        # what dynamics.json must hold: a directory that lost it fails instead of running static
+        "dynamics": {"events": len(spec.dynamics), "iterations": spec.iterations},
         "workload_prefix": rundir.WORKLOAD_PREFIX,
         "comm_groups": groups,
         "ranks": ranks,
@@ -303,7 +310,8 @@ def group_entry(group: CommGroup) -> dict[str, Any]:
 
 
 def plan_fields(plan: WorkloadPlan) -> dict[str, Any]:
-    """What the manifest records of one job's plan: model, parallelism, partition, scope."""
+    """What the manifest records of one job's plan: model, parallelism, partition, memory, scope and
+    the throughput record (model FLOPs, tokens, its GPUs' peaks)."""
     spec, partition = plan.spec, plan.partition
     return {
         "model": spec.model.model_dump(mode="json"),
@@ -312,7 +320,10 @@ def plan_fields(plan: WorkloadPlan) -> dict[str, Any]:
         "virtual_stages": partition.num_chunks,
         "layers_per_virtual_stage": list(partition.layers_per_virtual_stage),
         "micro_batches_per_replica": list(partition.micro_batches_per_replica),
+        # the generator's memory estimate of each GPU type's fullest device, GiB (workload/memory.py)
+        "memory": plan.memory,
         "scope": spec.scope.model_dump(mode="json") if spec.scope else None,
+        "throughput": throughput_record(spec),
     }
 
 

@@ -16,10 +16,11 @@ of L/(p·v) layers) Korthikanti et al.'s L·(1 + (p − 1)/(p·v)) layer-micro-b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from astra_hetero.errors import InfeasiblePlan
+from astra_hetero.spec.devices import Device
 from astra_hetero.spec.schema import Spec
 from astra_hetero.units import BYTES_PER_GIB
 from astra_hetero.workload.costs import stage_parameters
@@ -126,8 +127,11 @@ def estimate(
     )
 
 
-def check_memory(spec: Spec, layout: Layout, partition: Partition) -> None:
-    """Raise InfeasiblePlan naming the first stage and device whose estimate exceeds its capacity."""
+def cell_estimates(
+    spec: Spec, layout: Layout, partition: Partition
+) -> Iterator[tuple[int, int, Device, MemoryEstimate]]:
+    """(stage, replica, the cell's first device, its estimate) for every pipeline cell: a cell's TP
+    ranks share one node group, so one device stands for them all."""
     for stage in range(spec.parallelism.pp):
         for replica in range(spec.parallelism.dp):
             device = layout.devices[layout.rank_of(stage, replica, 0)]
@@ -138,16 +142,37 @@ def check_memory(spec: Spec, layout: Layout, partition: Partition) -> None:
                 partition.micro_batches_per_replica[replica],
                 partition.layers_per_chunk[stage],
             )
-            capacity = device.spec.gpu.memory_gib * BYTES_PER_GIB
-            if need.total > capacity:
-                raise InfeasiblePlan(
-                    "parallelism",
-                    f"stage {stage} of replica {replica} on {device.spec.gpu.name} (node group "
-                    f"{device.group_name!r}, rank {device.rank}) needs {need.total / BYTES_PER_GIB:.1f} GiB "
-                    f"but has {device.spec.gpu.memory_gib:g} GiB ({need.describe()}); try more pipeline "
-                    "stages, sequence_parallel, recompute or distributed_optimizer"
-                    + (", or fewer virtual_stages" if spec.parallelism.virtual_stages > 1 else ""),
-                )
+            yield stage, replica, device, need
+
+
+def check_memory(spec: Spec, layout: Layout, partition: Partition) -> None:
+    """Raise InfeasiblePlan naming the first stage and device whose estimate exceeds its capacity."""
+    for stage, replica, device, need in cell_estimates(spec, layout, partition):
+        if need.total > device.spec.gpu.memory_gib * BYTES_PER_GIB:
+            raise InfeasiblePlan(
+                "parallelism",
+                f"stage {stage} of replica {replica} on {device.spec.gpu.name} (node group "
+                f"{device.group_name!r}, rank {device.rank}) needs {need.total / BYTES_PER_GIB:.1f} GiB "
+                f"but has {device.spec.gpu.memory_gib:g} GiB ({need.describe()}); try more pipeline "
+                "stages, sequence_parallel, recompute or distributed_optimizer"
+                + (", or fewer virtual_stages" if spec.parallelism.virtual_stages > 1 else ""),
+            )
+
+
+def peak_by_gpu(spec: Spec, layout: Layout, partition: Partition) -> dict[str, dict[str, float | int]]:
+    """Per GPU type, the estimate of its fullest device against its capacity (GiB), and where that
+    device sits: what a run summary shows of memory."""
+    peaks: dict[str, dict[str, float | int]] = {}
+    for stage, replica, device, need in cell_estimates(spec, layout, partition):
+        peak = need.total / BYTES_PER_GIB
+        if device.gpu_type not in peaks or peak > peaks[device.gpu_type]["peak_gib"]:
+            peaks[device.gpu_type] = {
+                "peak_gib": round(peak, 3),
+                "capacity_gib": device.spec.gpu.memory_gib,
+                "stage": stage,
+                "replica": replica,
+            }
+    return peaks
 
 
 def max_layers_that_fit(spec: Spec, layout: Layout, stage: int, max_micro_batches: int) -> int:

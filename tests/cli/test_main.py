@@ -49,3 +49,24 @@ def test_usage_errors_exit_2_and_version_exits_0(capsys):
 def test_timeouts_must_be_finite(capsys):
     assert cli.main(["run", "x.yaml", "-o", "out", "--timeout", "nan"]) == 2
     assert "finite" in capsys.readouterr().err
+
+
+def test_verbose_says_what_the_tool_does_on_stderr_and_quiet_by_default(tmp_path, capsys):
+    import yaml
+
+    from tests.test_pipeline import small_spec
+
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(small_spec()))
+    argv = ["run", str(tmp_path / "spec.yaml"), "-o", str(tmp_path / "run"), "--quiet", "--force"]
+    assert cli.main(argv) == 0
+    assert capsys.readouterr().err == ""
+    assert cli.main([*argv, "-v"]) == 0
+    err = capsys.readouterr().err
+    for said in ("read ", "building the workload and the network", "on the embedded backend", "iteration"):
+        assert said in err
+    assert "published" not in err  # a detail for -vv
+    assert cli.main(["-vv", *argv]) == 0
+    assert "published" in capsys.readouterr().err
+    import logging
+
+    assert not logging.getLogger("astra_hetero").handlers  # undone after the command

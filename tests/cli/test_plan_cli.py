@@ -142,7 +142,7 @@ def test_best_yaml_runs_unchanged_with_the_printed_time(planned, tmp_path):
     assert result["iteration_time_us"] == pytest.approx(float(rows(out)[0]["iteration_time_us"]), abs=1e-3)
 
 
-def test_a_plan_may_leave_a_slow_node_group_idle(tmp_path):
+def slow_group_data(**search):
     data = plan_data(
         {
             "tp": 4,
@@ -152,6 +152,7 @@ def test_a_plan_may_leave_a_slow_node_group_idle(tmp_path):
             "recompute": "none",
             "distributed_optimizer": False,
             "use_all_gpus": False,
+            **search,
         }
     )
     data["cluster"]["node_groups"].append(
@@ -164,14 +165,34 @@ def test_a_plan_may_leave_a_slow_node_group_idle(tmp_path):
             nic=100,
         )
     )
-    code, out = plan(tmp_path, data)
+    return data
+
+
+def test_a_plan_may_leave_a_slow_node_group_idle(tmp_path):
+    code, out = plan(tmp_path, slow_group_data())
     assert code == 0
     best = rows(out)[0]
     assert int(best["idle_gpus"]) >= 4 and "slow" not in best["mapping"]
+    report = (out / "report.md").read_text().split("\n## ")[0]
+    idle = int(best["idle_gpus"])
+    assert f"**The best plan leaves {idle} of 12 GPUs idle**: {idle} of the 4 v100. Why: " in report
+    assert report.index("leaves") < report.index("**Best plan**")  # the first thing report.md says
     run = tmp_path / "run"
     assert main(["run", str(out / "best.yaml"), "-o", str(run), "--quiet", "--timeline", "none"]) == 0
     result = json.loads((run / "result.json").read_text())
     assert sum(r["stage"] is None for r in result["ranks"]) == int(best["idle_gpus"])
+
+
+@pytest.mark.slow
+def test_the_report_says_why_against_the_fastest_plan_using_every_gpu(tmp_path):
+    # exhaustive: plans using every GPU are simulated too, so the report can compare with them
+    code, out = plan(tmp_path, slow_group_data(planner="exhaustive"))
+    assert code == 0
+    best = rows(out)[0]
+    all_used = next(r for r in rows(out) if r["status"] == "ok" and int(r["idle_gpus"]) == 0)
+    slower = float(all_used["iteration_time_us"]) / float(best["iteration_time_us"]) - 1
+    report = (out / "report.md").read_text()
+    assert f"takes {float(all_used['iteration_time_us']) / 1e3:,.3f} ms, {slower:.1%} longer" in report
 
 
 def test_bad_search_settings_exit_2_and_write_nothing(tmp_path, capsys):
@@ -187,6 +208,17 @@ def test_no_feasible_plan_exits_2_with_the_reasons(tmp_path, capsys):
     code, out = plan(tmp_path, data)
     assert code == 2 and not out.exists()
     assert "memory" in capsys.readouterr().err
+
+
+def test_a_search_space_without_a_feasible_plan_exits_2_even_when_the_spec_has_its_own(tmp_path, capsys):
+    # the spec's own plan (tp 2, pp 1, dp 4) runs, but it is not in the space asked for: no dp of 5
+    # tiles 8 GPUs, so the answer is that the space holds no plan, not the spec's plan as best.yaml
+    data = plan_data({"dp": [5]})
+    data["parallelism"].update({"tp": 2, "pp": 1, "dp": 4, "micro_batch_size": 1})
+    code, out = plan(tmp_path, data)
+    assert code == 2 and not out.exists()
+    err = capsys.readouterr().err
+    assert err.startswith("error: search: the search space is empty")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is not None, reason="ray is installed here")

@@ -47,6 +47,24 @@ def test_all_reduce_tables_serve_all_gather_and_reduce_scatter_but_not_point_to_
     assert select_table(TABLES, "inter_node", "all_to_all", {"h100"}) is None
 
 
+def _sized(scope: str, ranks: int | None, nodes: int | None) -> ScopedTable:
+    measured = MeasuredTable("all_reduce", (1024,), (10.0,), 1.75, ranks, nodes)
+    return ScopedTable(scope, None, f"nccl_tests/{scope}-{ranks}-{nodes}", measured)
+
+
+def test_among_several_tables_of_a_scope_the_closest_size_is_used():
+    intra = [_sized("intra_node", 8, 1), _sized("intra_node", 2, 1), _sized("intra_node", None, None)]
+    assert select_table(intra, "intra_node", "all_reduce", set(), 2, 1).table.num_ranks == 2
+    assert select_table(intra, "intra_node", "all_reduce", set(), 4, 1).table.num_ranks in (2, 8)
+    assert select_table(intra, "intra_node", "all_reduce", set(), 8, 1).table.num_ranks == 8
+    inter = [_sized("inter_node", 16, 2), _sized("inter_node", 128, 16), _sized("inter_node", 32, 4)]
+    assert select_table(inter, "inter_node", "all_reduce", set(), 24, 3).table.num_nodes == 4
+    assert select_table(inter, "inter_node", "all_reduce", set(), 64, 8).table.num_nodes in (4, 16)
+    assert select_table(inter, "inter_node", "all_reduce", set(), 256, 32).table.num_nodes == 16
+    # a table that does not say how many ranks it measured serves only when no other does
+    assert select_table([_sized("intra_node", None, None)], "intra_node", "all_reduce", set(), 8, 1)
+
+
 def test_a_run_directory_carries_its_tables_and_runs_after_moving(tmp_path):
     sample = SAMPLE
     shutil.copyfile(sample, tmp_path / "h100.txt")

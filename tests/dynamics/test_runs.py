@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -146,3 +147,48 @@ def test_a_bad_event_exits_2_naming_the_field(tmp_path, capsys):
     assert main(["run", str(spec_path), "-o", str(tmp_path / "run"), "--quiet"]) == 2
     assert "dynamics[0].node" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("recorded_in", ["manifest.json", "spec.yaml"])
+def test_a_run_directory_that_lost_its_dynamics_fails_naming_the_file(tmp_path, capsys, recorded_in):
+    # the spec records events and iterations; without dynamics.json the run would be silently static
+    build_run_dir(parse_spec(small_spec(dynamics=[SLOW_NODE1], iterations=3)), tmp_path / "run")
+    (tmp_path / "run/dynamics.json").unlink()
+    if recorded_in == "spec.yaml":  # a run directory written before the manifest recorded dynamics
+        manifest = json.loads((tmp_path / "run/manifest.json").read_text())
+        manifest.pop("dynamics", None)
+        (tmp_path / "run/manifest.json").write_text(json.dumps(manifest))
+    assert main(["run", str(tmp_path / "run"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "dynamics.json: missing" in err and recorded_in in err
+    assert not (tmp_path / "run/result.json").exists()
+    with pytest.raises(RunDirError, match="dynamics.json: missing"):
+        refuse_dynamics(tmp_path / "run", "analytical", None)
+
+
+def test_iterations_alone_are_dynamics_the_run_directory_must_keep(tmp_path):
+    build_run_dir(parse_spec(small_spec(iterations=2)), tmp_path / "run")
+    (tmp_path / "run/dynamics.json").unlink()
+    with pytest.raises(RunDirError, match="2 iterations"):
+        from astra_hetero.backends.embedded.backend import EmbeddedBackend
+
+        EmbeddedBackend().run(tmp_path / "run")
+
+
+@pytest.mark.parametrize("fold", ["", "--no-fold"])
+def test_the_shipped_flap_example_runs_for_iteration_counts_that_used_to_fail(tmp_path, fold):
+    # 6 (and 7, 11, 15) iterations left a rank's mean idle time at -3e-11 us: no result written
+    example = str(Path(__file__).parents[2] / "examples/dynamics_nic_flap.yaml")
+    args = [
+        "run",
+        example,
+        "-o",
+        str(tmp_path / "run"),
+        "--iterations",
+        "6",
+        "--quiet",
+        *filter(None, [fold]),
+    ]
+    assert main(args) == 0
+    ranks = json.loads((tmp_path / "run/result.json").read_text())["ranks"]
+    assert min(rank["idle_us"] for rank in ranks) == 0

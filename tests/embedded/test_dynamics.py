@@ -90,6 +90,22 @@ def test_iterations_without_events_repeat_the_static_iteration(tmp_path, simulat
     assert result.iteration_time_us == pytest.approx(static, abs=1e-3)
 
 
+@pytest.mark.parametrize("iterations", range(2, 16))
+def test_a_rank_busy_all_run_long_has_zero_idle_for_any_iteration_count(tmp_path, simulate, iterations):
+    # compute then an all-reduce: the last rank to compute is never idle. A slowdown makes the
+    # iterations differ, so their mean is no exact multiple: per-iteration means taken by float
+    # subtraction left its idle at -3e-11 us for 7 and 9 iterations (a run refused as a negative time).
+    traces = {r: [comp(0, 1000 + r), coll(1, "all_reduce", 3_000_007, deps=(0,))] for r in range(3)}
+    write_run_dir(tmp_path, traces, single_switch(3), manifest=IDEAL_RING)
+    with_dynamics(tmp_path, [slowdown([2], 0.7, end_ns=1000)])
+    result = simulate(tmp_path, iterations=iterations)
+    for rank in result.ranks:
+        assert rank.idle_us >= 0
+        busy = rank.compute_us + rank.exposed_comm_us
+        assert busy + rank.idle_us == pytest.approx(result.iteration_time_us, rel=1e-12)
+    assert result.ranks[2].idle_us == 0
+
+
 def pipeline_dir(root, stages, micro_batches, t_us):
     """A forward-only pipeline: stage s computes each micro-batch for t_us and sends it on (1 KB)."""
     traces = {}

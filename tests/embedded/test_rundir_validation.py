@@ -144,6 +144,9 @@ def test_comm_group_members_must_be_ranks(tmp_path, capsys, members):
         ("400Gbps", "nanms", "delay"),
         ("400Gbps", "-1ms", "delay"),
         ("400Gbps", "5s", "delay"),
+        ("1e30Gbps", "0.0005ms", "at most 1e+06 Gbps"),
+        ("2000Tbps", "0.0005ms", "at most 1e+06 Gbps"),
+        ("0.0001Gbps", "0.0005ms", "at least 0.001 Gbps"),
     ],
 )
 def test_malformed_link_rates_and_delays_name_the_line(tmp_path, capsys, rate, delay, reason):

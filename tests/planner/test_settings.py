@@ -19,6 +19,12 @@ from tests.planner.specs import plan_data
         ({"prices_per_gpu_hour": {"b200": 9}}, "search.prices_per_gpu_hour.b200", "not a GPU type"),
         ({"prices_per_gpu_hour": {"h100-sxm": 2}}, "search.prices_per_gpu_hour", "no price for a100-80"),
         ({"mapping": "spec"}, "search.mapping", "no mapping"),
+        ({"micro_batch_size": [0]}, "search.micro_batch_size[0]", "greater than or equal to 1"),
+        ({"micro_batch_size": 0}, "search.micro_batch_size", "greater than or equal to 1"),
+        ({"virtual_stages": [0]}, "search.virtual_stages[0]", "greater than or equal to 1"),
+        ({"tp": []}, "search.tp", "at least 1 item"),
+        ({"dp": [2, 0]}, "search.dp[1]", "greater than 0"),
+        ({"recompute": []}, "search.recompute", "at least 1 item"),
     ],
 )
 def test_bad_search_settings_name_the_field(search, field, reason):

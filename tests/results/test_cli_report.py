@@ -43,3 +43,11 @@ def test_run_directory_without_result_is_an_input_error(tmp_path, capsys) -> Non
     assert main(["report", str(tmp_path / "homo"), str(tmp_path / "empty")]) == 2
     assert "empty/result.json: missing" in capsys.readouterr().err
     assert not (tmp_path / "report").exists()
+
+
+def test_report_refuses_a_result_of_a_later_format_with_exit_2(tmp_path, capsys) -> None:
+    write_result(tmp_path / "run", mixed_result())
+    data = json.loads((tmp_path / "run/result.json").read_text())
+    (tmp_path / "run/result.json").write_text(json.dumps({**data, "format": "astra-hetero/result@9"}))
+    assert main(["report", str(tmp_path / "run"), "--no-plots"]) == 2
+    assert "result@9" in capsys.readouterr().err

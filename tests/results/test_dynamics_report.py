@@ -58,3 +58,21 @@ def test_events_are_marked_on_a_track_of_their_own_in_the_trace():
     assert (span["ts"], span["dur"]) == (120.0, 40.0)
     assert span["pid"] == 4 and span["args"]["links"] == [4, 5]
     assert any(e["ph"] == "i" for e in marks)
+
+
+def test_two_events_in_one_iteration_keep_their_own_colour_in_lanes_of_their_own():
+    from matplotlib.colors import to_rgba
+
+    from astra_hetero.results.plots import EVENT_COLORS, iteration_series_figure
+
+    second = {**EVENT, "index": 1, "event": "device_slowdown", "start_us": 130.0, "end_us": 260.0}
+    figure = iteration_series_figure(dataclasses.replace(dynamic_result(), events=(EVENT, second)), "flap")
+    lanes = figure.axes[1]
+    bars = lanes.patches
+    assert [b.get_facecolor() for b in bars] == [to_rgba(c) for c in EVENT_COLORS[:2]]  # opaque
+    first_lane, second_lane = ((b.get_y(), b.get_y() + b.get_height()) for b in bars)
+    assert first_lane[1] <= second_lane[0]  # no two events share any point: nothing blends
+    assert (bars[0].get_x(), bars[0].get_width()) == (-0.45, 1.9)  # iterations 0-1
+    assert (bars[1].get_x(), bars[1].get_width()) == (-0.45, 2.9)  # iterations 0-2
+    labels = [t.get_text() for t in lanes.get_yticklabels()]
+    assert labels == ["dynamics[0] link_rate", "dynamics[1] device_slowdown"]

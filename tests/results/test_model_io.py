@@ -104,3 +104,23 @@ def test_a_non_finite_result_is_never_written(tmp_path) -> None:
     with pytest.raises(BackendFailed, match="iteration_time_us = nan"):
         write_result(tmp_path, broken)
     assert not (tmp_path / "result.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("version", "says"),
+    [
+        ("astra-hetero/result@2", "format 'astra-hetero/result@2' is not one this version reads"),
+        ("something-else", "format 'something-else' is not one this version reads"),
+        (None, "no format"),
+    ],
+)
+def test_a_result_of_an_unknown_format_is_refused(tmp_path, version, says) -> None:
+    data = mixed_result().to_json()
+    if version is None:
+        del data["format"]
+    else:
+        data["format"] = version
+    (tmp_path / "result.json").write_text(json.dumps(data))
+    with pytest.raises(RunDirError, match=says) as caught:
+        read_result(tmp_path)
+    assert RESULT_FORMAT in str(caught.value)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from astra_hetero.results.compare import summarize
 from astra_hetero.results.plots import (
     MAX_RANK_BARS,
@@ -75,3 +77,26 @@ def test_every_figure_says_what_it_shows_with_units() -> None:
     breakdown = figures[0]
     legend = [t.get_text() for t in breakdown.legends[0].get_texts()]
     assert sorted(legend) == ["compute", "exposed communication", "idle", "iteration time 95 µs"]
+
+
+def overlapping_tick_labels(figure) -> list[tuple[str, str]]:
+    """Pairs of x tick labels of one axes whose drawn boxes overlap."""
+    renderer = figure.canvas.get_renderer()
+    figure.draw_without_rendering()
+    clashes = []
+    for ax in figure.axes:
+        boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in ax.get_xticklabels() if t.get_text()]
+        clashes += [
+            (a, b) for (a, box_a), (b, box_b) in zip(boxes, boxes[1:], strict=False) if box_a.x1 > box_b.x0
+        ]
+    return clashes
+
+
+@pytest.mark.parametrize(("runs", "named"), [(1, "5\nrtx-6000-ada"), (3, "5 · rtx-6000-ada")])
+def test_stage_labels_with_their_gpu_types_never_collide_at_eight_stages(runs, named) -> None:
+    gpus = ["h100-sxm", "h100-sxm", "a100-80", "a100-80", "l40s", "rtx-6000-ada", "mi300x", "v100-32"]
+    result = pipeline_result(gpus, [10.0 * (s + 1) for s in range(8)], dp=2)
+    figure = stage_times_figure(summarize([(f"run-{i}", result) for i in range(runs)]))
+    labels = [t.get_text() for t in figure.axes[0].get_xticklabels()]
+    assert labels[5] == named  # every stage is named with its GPU type (upright when many runs)
+    assert overlapping_tick_labels(figure) == []

@@ -151,3 +151,31 @@ def test_an_include_never_echoes_the_included_file(tmp_path, content):
         load_spec(tmp_path / "spec.yaml")
     assert SECRET not in str(caught.value)
     assert "private.txt" in str(caught.value) and caught.value.field == "include"
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["name: x\x00\n", f"{SECRET}=1\x00HOME=/root\x00", "a: 1\n\x07bell\n"],
+    ids=["nul", "environ", "bel"],
+)
+def test_a_control_character_is_an_input_error_naming_the_file(tmp_path, content, capsys):
+    from astra_hetero.cli.main import main
+
+    path = write(tmp_path / "bad.yaml", content)
+    with pytest.raises(SpecError, match=r"bad\.yaml: not valid YAML \(.*character"):
+        read_yaml(path, "")
+    assert main(["generate", str(path), "-o", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "bad.yaml" in err and SECRET not in err and "a bug" not in err
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").is_file(), reason="needs Linux's /proc")
+def test_including_proc_self_environ_is_an_input_error_naming_it(tmp_path, capsys, monkeypatch):
+    from astra_hetero.cli.main import main
+
+    monkeypatch.setenv("ASTRA_HETERO_TEST_SECRET", SECRET)
+    spec = write(tmp_path / "spec.yaml", "include: /proc/self/environ\n")
+    assert main(["generate", str(spec), "-o", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: include: /proc/") and "environ: not valid YAML" in err  # the real path
+    assert SECRET not in err

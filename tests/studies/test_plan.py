@@ -190,3 +190,82 @@ def test_reduced_version_must_exist_and_keep_what_derived_columns_compare_agains
     with pytest.raises(SpecError) as error:
         plan(data, tmp_path, reduced=True)
     assert error.value.field == "reduced.axes.prediction" and "error_pct" in error.value.reason
+
+
+@pytest.mark.parametrize(
+    ("reduced", "field", "words"),
+    [
+        ({"description": "d", "axes": {"speed": [1]}}, "reduced.axes.speed", "no such axis"),
+        ({"description": "d", "axes": {"nic_gbps": [50]}}, "reduced.axes.nic_gbps[0]", "not a value"),
+        (
+            {"description": "d", "axes": {"prediction": ["homogeneous"]}},
+            "reduced.axes.prediction",
+            "error_pct",
+        ),
+        ({"description": "d", "set": {"scope.depth": 1}}, "reduced.set.scope.depth", ""),
+        ({"description": "d", "set": {"parallelism.tp": 0}}, "reduced.set.parallelism.tp", "greater than"),
+    ],
+)
+def test_the_reduced_version_is_checked_when_the_file_loads_not_only_under_reduced(
+    tmp_path, reduced, field, words
+):
+    with pytest.raises(SpecError) as error:
+        plan(study_data(reduced=reduced), tmp_path)  # the full study: --reduced not given
+    assert error.value.field == field and words in error.value.reason
+
+
+@pytest.mark.parametrize(
+    ("where", "field"),
+    [
+        ({"set": {"parallelism.tp": 0}}, "set.parallelism.tp"),
+        ({"set": {"parallelism.micro_batch_size": -1}}, "set.parallelism.micro_batch_size"),
+        ({"axes.a100_gpu.1.set": {"parallelism.pp": 0}}, "axes.a100_gpu[1].set.parallelism.pp"),
+        ({"axes.nic_gbps.values": [100, -5]}, "axes.nic_gbps.values[1]"),
+    ],
+)
+def test_an_override_that_can_never_be_valid_is_an_input_error_before_any_point_runs(tmp_path, where, field):
+    ((key, value),) = where.items()
+    data = broken(key, value) if "." in key else study_data(**{key: value})
+    with pytest.raises(SpecError) as error:
+        plan(data, tmp_path)
+    assert error.value.field == field, error.value
+
+
+def test_a_study_whose_every_point_is_invalid_is_refused_naming_the_reason(tmp_path):
+    # dp 5 is a valid number but no point of this study has 5 × tp × pp GPUs
+    with pytest.raises(SpecError) as error:
+        plan(study_data(set={"parallelism.dp": 5}), tmp_path)
+    assert "every one of the study's 8 points" in error.value.reason and "parallelism" in error.value.field
+
+
+def test_a_study_some_of_whose_points_are_invalid_still_runs_the_others(tmp_path):
+    data = study_data()
+    data["axes"]["nic_gbps"]["values"] = [100, 200]
+    data["axes"]["dp"] = {"path": "parallelism.dp", "values": [4, 5]}  # dp 5 fits no point
+    data["figures"] = []
+    assert len(plan(data, tmp_path).points) == 16
+
+
+def test_a_study_past_max_points_is_refused_naming_its_axes_and_count(tmp_path):
+    data = study_data()
+    data["axes"]["nic_gbps"]["values"] = list(range(1, 10_001))
+    data["axes"]["seed"] = {"path": "iterations", "values": list(range(1, 10_001))}
+    with pytest.raises(SpecError) as error:
+        plan_study(data, tmp_path, max_points=1000)
+    reason = error.value.reason
+    assert error.value.field == "axes"
+    assert "400,000,000 points" in reason
+    assert "a100_gpu (2) × nic_gbps (10,000) × prediction (2) × seed (10,000)" in reason
+    assert "--max-points 1,000" in reason
+
+
+def test_study_cli_refuses_a_huge_study_up_front_with_exit_2(tmp_path, capsys):
+    from astra_hetero.cli.main import main
+
+    data = study_data()
+    data["axes"]["nic_gbps"]["values"] = list(range(1, 101))
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump(data))
+    argv = ["study", str(tmp_path / "study.yaml"), "-o", str(tmp_path / "out"), "--max-points", "50"]
+    assert main(argv) == 2
+    assert "400 points (a100_gpu (2) × nic_gbps (100) × prediction (2))" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -175,7 +175,7 @@ def test_the_search_section_is_checked_when_the_study_is_loaded(tmp_path):
     bad = gains_study({"tp": [0]})
     with pytest.raises(SpecError) as error:
         plan_study(bad, tmp_path)
-    assert error.value.field == "axes.plan[0].transform.search.tp" and "greater than 0" in str(error.value)
+    assert error.value.field == "axes.plan[0].transform.search.tp[0]" and "greater than 0" in str(error.value)
     unknown = gains_study()
     unknown["axes"]["plan"][0]["transform"]["kind"] = "replan"
     with pytest.raises(SpecError) as error:

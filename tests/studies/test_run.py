@@ -123,9 +123,11 @@ def test_a_record_for_other_inputs_does_not_count_and_a_rerun_that_fails_leaves_
     run(good, out)
     run_dir = points_dir(out) / "tp=2"
     assert (run_dir / RECORD).is_file()
-    bad = plan_study(tiny_study(**one_point, set={"parallelism.pp": 3}), tmp_path)  # same name, now invalid
-    (outcome,), _ = run(bad, out)
-    assert not outcome.ok and not outcome.resumed
+    # the same point name, now invalid (tp·pp·dp = 2·1·4 on 16 GPUs); tp=4 keeps the study valid
+    two_points = {**one_point, "axes": {"tp": {"path": "parallelism.tp", "values": [2, 4]}}}
+    bad = plan_study(tiny_study(**two_points, set={"parallelism.pp": 1}), tmp_path)
+    outcome = run(bad, out)[0][0]
+    assert outcome.point.name == "tp=2" and not outcome.ok and not outcome.resumed
     assert not (run_dir / "result.json").exists() and not (run_dir / RECORD).exists()
 
 

@@ -34,6 +34,7 @@ def test_writes_ns3_and_analytical_files_and_prints_figures(tmp_path, capsys):
     assert (run / "topology.png").read_bytes()[:4] == b"\x89PNG"
     out = capsys.readouterr().out
     assert "16 GPUs" in out and "bisection" in out and "injection" in out
+    assert f"wrote {run / 'topology.png'}" in out.splitlines()  # where the drawing went
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging left over
 
 

@@ -110,15 +110,37 @@ def test_shared_nics_hang_off_the_intra_node_switch():
         assert all(graph.edges[nic, n]["rate_gbps"] == 200 for n in graph.neighbors(nic))
 
 
-@pytest.mark.parametrize(("oversubscription", "spines"), [(1.0, 8), (2.0, 4), (4.0, 2), (3.0, 3)])
-def test_spine_count_follows_oversubscription(oversubscription, spines):
-    # Two leaves of 2 nodes x 4 GPUs x 400 Gbit/s = 3200 Gbit/s down each; uplinks at 400 Gbit/s.
-    groups = [node_group("h100", "h100-sxm", count=4)]
+@pytest.mark.parametrize(
+    ("nodes", "oversubscription", "spines", "uplink"),
+    [
+        # two leaves of 2 nodes x 4 GPUs x 400 Gbit/s = 3200 Gbit/s down each: at most one spine per
+        # leaf (at least two), the uplinks to each bundled into one faster link
+        (4, 1.0, 2, 1600),
+        (4, 2.0, 2, 800),
+        (4, 3.0, 2, 534),
+        (4, 8.0, 1, 400),  # 400 Gbit/s up per leaf: one NIC's worth, one spine
+        # eight leaves: as many spines as a leaf has NIC-rate uplinks to fill, at the NIC's rate
+        (16, 1.0, 8, 400),
+        (16, 2.0, 4, 400),
+    ],
+)
+def test_spine_count_follows_oversubscription_and_stays_below_the_leaf_count(
+    nodes, oversubscription, spines, uplink
+):
+    groups = [node_group("h100", "h100-sxm", count=nodes)]
     graph = graph_for(groups=groups, oversubscription=oversubscription)
-    assert figures(graph).switches_by_role["spine"] == spines == math.ceil(3200 / oversubscription / 400)
+    assert figures(graph).switches_by_role["spine"] == spines
+    assert {d["rate_gbps"] for _, _, d in graph.edges(data=True) if d["kind"] == "uplink"} == {uplink}
     for leaf in (n for n, role in graph.nodes(data="role") if role == "leaf"):
         up = sum(d["rate_gbps"] for _, _, d in graph.edges(leaf, data=True) if d["kind"] == "uplink")
-        assert 3200 / up <= oversubscription
+        assert 3200 / up <= oversubscription  # the bandwidth asked for, whatever the spine count
+
+
+def test_a_four_node_spine_leaf_cluster_gets_two_spines_not_sixteen():
+    groups = [node_group("h100", "h100-sxm", count=4, gpus_per_node=8)]  # leaves of 16 x 400G NICs
+    graph = graph_for(groups=groups)
+    assert figures(graph).switches_by_role["spine"] == 2
+    assert figures(graph).bisection_gbps == pytest.approx(16 * 400)  # full bisection kept
 
 
 def test_num_spines_override_sets_the_uplink_rate():

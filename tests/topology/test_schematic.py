@@ -152,3 +152,34 @@ def test_node_group_frames_say_what_each_node_holds():
     ]
     intra = {m.label for m in drawing.marks if m.role == "intra"}
     assert intra == {"nvlink4 450 GB/s per GPU", "pcie4 32 GB/s per GPU"}
+
+
+def test_each_link_rate_of_a_kind_has_a_colour_of_its_own_in_drawing_and_legend(tmp_path):
+    from matplotlib.colors import to_hex
+
+    from astra_hetero.spec import parse_spec
+    from astra_hetero.topology import build_cluster_graph
+    from astra_hetero.topology.draw import KIND_COLOURS, link_palette
+    from astra_hetero.topology.schematic import LinkKind
+    from tests.conftest import make_spec_data
+
+    kinds = (LinkKind("nic", 400.0, 8), LinkKind("nic", 200.0, 8), LinkKind("nvlink", 3600.0, 8))
+    palette = link_palette(kinds)
+    assert palette[("nic", 400.0)] == to_hex(KIND_COLOURS["nic"])  # the fastest at full strength
+    assert palette[("nic", 200.0)] != palette[("nic", 400.0)]
+    assert len(set(palette.values())) == len(palette)
+    # the drawing of a cluster with 400G and 200G NICs (make_spec_data's two groups): the legend
+    # gives each its own colour, and the links are drawn in them
+    from astra_hetero.topology.draw import cluster_figure
+
+    figure = cluster_figure(build_cluster_graph(parse_spec(make_spec_data())))
+    legend = figure.axes[0].get_legend()
+    colours = {
+        t.get_text(): to_hex(h.get_color())
+        for t, h in zip(legend.get_texts(), legend.legend_handles, strict=True)
+        if t.get_text().startswith("nic ")
+    }
+    assert set(colours) == {"nic 400 Gbit/s (16 links)", "nic 200 Gbit/s (16 links)"}
+    assert len(set(colours.values())) == 2
+    drawn = {to_hex(line.get_color()) for line in figure.axes[0].lines}
+    assert set(colours.values()) <= drawn

@@ -146,3 +146,39 @@ def test_rows_for_other_known_gpus_are_allowed(tmp_path):
 def test_an_unreadable_table_is_an_error(tmp_path):
     with pytest.raises(SpecError, match="cannot read"):
         load_calibration(tmp_path)
+
+
+SECRET = "S3CR3T-token-never-shown"
+PRIVATE_TABLES = {
+    "operator": (f"gpu,op,time_us\nh100-sxm,{SECRET}.fwd,1\n", ":2:", "unknown operator; known:"),
+    "pass": (f"gpu,op,time_us\nh100-sxm,qkv_proj.{SECRET}\n", ":2:", "expected 3 fields"),
+    "op form": (f"gpu,op,time_us\nh100-sxm,{SECRET},1\n", ":2:", "op must be <operator>.<pass>"),
+    "time": (f"gpu,op,time_us\nh100-sxm,qkv_proj.fwd,{SECRET}\n", ":2:", "time_us is not a number"),
+    "tp": (f"gpu,op,time_us,tp\nh100-sxm,qkv_proj.fwd,1,{SECRET}\n", ":2:", "tp must be a whole number"),
+    "column": (
+        f"gpu,op,time_us,{SECRET}\nh100-sxm,qkv_proj.fwd,1,2\n",
+        ":1:",
+        "unknown column(s) at position(s) 4",
+    ),
+    "gpu": (f"gpu,op,time_us\n{SECRET},qkv_proj.fwd,1\n", ":2:", "unknown GPU; known:"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PRIVATE_TABLES))
+def test_a_table_outside_the_specs_directory_is_never_quoted(tmp_path, capsys, name):
+    content, where, reason = PRIVATE_TABLES[name]
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere/secret.csv").write_text(content)
+    (tmp_path / "specs").mkdir()
+    spec = tmp_path / "specs/spec.yaml"
+    spec.write_text(yaml.safe_dump({**make_spec_data(), "calibration": "../elsewhere/secret.csv"}))
+    assert main(["generate", str(spec), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert SECRET.lower() not in err.lower()
+    assert "secret.csv" + where in err and reason in err, err
+
+
+def test_a_table_beside_the_spec_is_quoted_to_help_fix_it(tmp_path, capsys):
+    spec = spec_with_calibration(tmp_path, f"gpu,op,time_us\nh100-sxm,{SECRET}.fwd,1\n".encode())
+    assert main(["generate", str(spec), "-o", str(tmp_path / "out")]) == 2
+    assert f"unknown operator '{SECRET}.fwd'" in capsys.readouterr().err

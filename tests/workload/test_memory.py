@@ -61,3 +61,27 @@ def test_interleaving_can_overfill_a_device_that_fits_without_it():
     plan_workload(parse_spec(data))
     with pytest.raises(InfeasiblePlan, match="stage 0 of replica 0"):
         plan_workload(parse_spec(interleaved_data))
+
+
+def test_the_manifest_records_each_gpu_types_fullest_device_for_the_whole_iteration():
+    from astra_hetero.workload.generate import manifest
+
+    data = make_spec_data(scope={"layers_per_stage": 1, "micro_batches_per_replica": 1})
+    data["model"] = {**data["model"], "num_layers": 48}
+    spec = parse_spec(data)
+    plan = plan_workload(spec)
+    recorded = manifest(plan)["memory"]
+    full = plan_workload(parse_spec({k: v for k, v in data.items() if k != "scope"}))
+    assert set(recorded) == {d.gpu_type for d in plan.layout.devices}
+    for gpu, entry in recorded.items():
+        cells = [
+            estimate(spec, s, full.partition.layers_per_stage[s], full.partition.micro_batches_per_replica[r])
+            for s in range(spec.parallelism.pp)
+            for r in range(spec.parallelism.dp)
+            if plan.layout.devices[plan.layout.rank_of(s, r, 0)].gpu_type == gpu
+        ]
+        # the whole iteration's need, not the cut-down one the scope simulates
+        assert entry["peak_gib"] == pytest.approx(max(c.total for c in cells) / BYTES_PER_GIB, abs=1e-3)
+        device = next(d for d in plan.layout.devices if d.gpu_type == gpu)
+        assert entry["capacity_gib"] == device.spec.gpu.memory_gib
+        assert 0 < entry["peak_gib"] <= entry["capacity_gib"]

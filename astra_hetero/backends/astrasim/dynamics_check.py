@@ -26,6 +26,7 @@ _WHY = {
 
 def refuse_dynamics(run_dir: Path, backend: str, iterations: int | None) -> None:
     path = Path(run_dir) / rundir.DYNAMICS
+    rundir.check_dynamics_kept(run_dir)
     data = rundir.read_json_object(path, "") if path.is_file() else {}
     count = iterations if iterations is not None else data.get("iterations", 1)
     for event in data.get("events", []):

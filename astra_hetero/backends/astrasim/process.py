@@ -6,6 +6,7 @@ started; nothing is left running behind a failed run.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -17,6 +18,8 @@ from typing import BinaryIO
 from astra_hetero.backends.astrasim.command import Command
 from astra_hetero.errors import BackendUnavailable
 from astra_hetero.rundir import open_output
+
+logger = logging.getLogger(__name__)
 
 # After SIGTERM, how long a timed-out simulator may take to exit before it gets SIGKILL.
 TERMINATE_GRACE_S = 5.0
@@ -44,6 +47,7 @@ def open_log(log_path: Path) -> BinaryIO:
 
 def run_native(command: Command, log_path: Path, timeout_s: float | None) -> ProcessOutcome:
     Path(command.cwd).mkdir(parents=True, exist_ok=True)
+    logger.info("running %s in %s (log: %s)", " ".join(command.argv), command.cwd, log_path)
     started = time.monotonic()
     with open_log(log_path) as log:
         log.write(log_header(command).encode())
@@ -68,7 +72,15 @@ def run_native(command: Command, log_path: Path, timeout_s: float | None) -> Pro
         finally:
             if process.poll() is None:  # interrupted (e.g. KeyboardInterrupt): leave nothing running
                 _end_group(process)
-    return ProcessOutcome(process.returncode, timed_out, time.monotonic() - started)
+    outcome = ProcessOutcome(process.returncode, timed_out, time.monotonic() - started)
+    logger.info(
+        "%s ended with status %s after %.1f s%s",
+        Path(command.argv[0]).name,
+        outcome.exit_status,
+        outcome.wall_time_s,
+        " (timed out)" if timed_out else "",
+    )
+    return outcome
 
 
 def _end_group(process: subprocess.Popen) -> None:

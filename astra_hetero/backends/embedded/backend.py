@@ -10,6 +10,7 @@ dynamics, for one iteration, runs on the static engine (`engine.static`); any ot
 from __future__ import annotations
 
 import gc
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from astra_hetero.backends.embedded.output import BACKEND_NAME, run_output
 from astra_hetero.backends.embedded.rundir.dynamics import read_dynamics
 from astra_hetero.backends.embedded.rundir.reader import read_run_dir
 from astra_hetero.results.model import RunOutput
+
+logger = logging.getLogger(__name__)
 
 
 class EmbeddedBackend:
@@ -62,6 +65,15 @@ class EmbeddedBackend:
             static = (
                 not dynamics.events and iterations == 1 and not sim.comm_overlap_slowdown and not sim.jobs
             )
+            logger.info(
+                "embedded engine: %d ranks, %d links, %s collectives, %d iteration(s), %d event(s)%s",
+                sim.num_ranks,
+                sim.topology.num_links,
+                sim.comm.model,
+                iterations,
+                len(dynamics.events),
+                "" if self.fold else ", every rank simulated (--no-fold)",
+            )
             if static:  # the static engine, with its inlined hot paths
                 folding = fold(sim, self.workers) if self.fold else None
                 workload, comm, simulated = setup(sim, folding, self.workers)
@@ -82,4 +94,17 @@ class EmbeddedBackend:
         finally:
             if gc_was_enabled:
                 gc.enable()
+        folding = output.result.meta.get("folding")
+        if folding:
+            logger.info(
+                "folded %d ranks into %d classes (%d trace nodes simulated)",
+                output.result.num_ranks,
+                folding["rank_classes"],
+                folding["simulated_nodes"],
+            )
+        logger.info(
+            "simulated %s events in %.2f s",
+            output.result.meta.get("num_events"),
+            time.perf_counter() - started,
+        )
         return output

@@ -25,7 +25,7 @@ from astra_hetero.backends.embedded.folding.fold import Folding, fold
 from astra_hetero.backends.embedded.jobs import schedule
 from astra_hetero.backends.embedded.jobs_output import jobs_output
 from astra_hetero.backends.embedded.network.routing import Router
-from astra_hetero.backends.embedded.output import SPAN_KINDS, run_output
+from astra_hetero.backends.embedded.output import SPAN_KINDS, comm_args, run_output
 from astra_hetero.backends.embedded.rundir.dynamics import Dynamics
 from astra_hetero.backends.embedded.rundir.reader import SimInput
 from astra_hetero.manifest_jobs import job_of_ranks
@@ -79,7 +79,10 @@ def run_dynamic(
     else:
         together = engine(iterations, history=timeline)
     outcome = together.run()
-    spans = _spans(together, outcome.start_ns, outcome.end_ns, simulated.row_of) if timeline else None
+    spans = None
+    if timeline:
+        args = comm_args(sim, simulated, outcome)
+        spans = _spans(together, outcome.start_ns, outcome.end_ns, simulated.row_of, args)
     if sim.jobs:
         solo_engine = engine if solo else None
         output = jobs_output(
@@ -122,10 +125,16 @@ def _iteration_ends(per_rank: list[list[int]], iterations: int) -> list[int]:
     return [max(ends[i] for ends in done) for i in range(iterations)]
 
 
-def _spans(engine: DynamicEngine, starts: list[int], ends: list[int], row_of: list[int]) -> SharedSpans:
+def _spans(
+    engine: DynamicEngine,
+    starts: list[int],
+    ends: list[int],
+    row_of: list[int],
+    args: dict[int, dict[str, Any]],
+) -> SharedSpans:
     w = engine.w
     kinds = w.kinds
-    rows: list[list[tuple[str, str, int, int]]] = []
+    rows: list[list[tuple[Any, ...]]] = []
     past: dict[int, list[tuple[list[int], list[int]]]] = {}
     for row, s, e in engine.history:
         past.setdefault(row, []).append((s, e))
@@ -135,7 +144,7 @@ def _spans(engine: DynamicEngine, starts: list[int], ends: list[int], row_of: li
         runs = [*past.get(row, []), (starts[base : base + n], ends[base : base + n])]
         rows.append(
             [
-                (SPAN_KINDS.get(kinds[base + i], "recv"), name, s[i], e[i])
+                (SPAN_KINDS.get(kinds[base + i], "recv"), name, s[i], e[i], args.get(base + i))
                 for s, e in runs
                 for i, name in enumerate(names)
                 if s[i] >= 0

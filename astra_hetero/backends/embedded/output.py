@@ -85,7 +85,9 @@ def run_output(
     )
     if not timeline:
         return RunOutput(result, ())
-    return RunOutput(result, spans if spans is not None else _spans(outcome, simulated.row_of))
+    if spans is None:
+        spans = _spans(outcome, simulated.row_of, comm_args(sim, simulated, outcome))
+    return RunOutput(result, spans)
 
 
 def _folding_meta(folding: Folding, num_nodes: int) -> dict[str, Any]:
@@ -113,20 +115,21 @@ class RankIterations:
 def _rank_result(
     sim: SimInput, rank: int, row: int, outcome: EngineOutcome, its: RankIterations
 ) -> RankResult:
+    """The rank's figures, means per iteration. Idle is the run's rest on the integer-ns clock,
+    divided last: a difference of float means could come out at -3e-11 us for a rank never idle."""
     label = sim.labels[rank] if rank < len(sim.labels) else {}
-    compute, exposed = outcome.compute_ns[row] / its.count, outcome.exposed_ns[row] / its.count
-    # in integer ns, then per iteration: a rank busy throughout gets exactly 0, never -1e-12
-    idle = (its.span_ns - outcome.compute_ns[row] - outcome.exposed_ns[row]) / its.count
+    compute_ns, exposed_ns = outcome.compute_ns[row], outcome.exposed_ns[row]
+    idle_ns = its.span_ns - compute_ns - exposed_ns
     return RankResult(
         rank=rank,
         gpu=str(label.get("gpu", "npu")),
         # what the run directory does not say stays unknown (a plain ASTRA-sim directory's ranks)
         stage=optional_int(label.get("stage")),
         replica=optional_int(label.get("replica")),
-        finish_us=max(0, outcome.finish_ns[row] - its.start_ns) / its.count / 1000,
-        compute_us=compute / 1000,
-        exposed_comm_us=exposed / 1000,
-        idle_us=idle / 1000,
+        finish_us=(outcome.finish_ns[row] - its.start_ns) / its.count / 1000,
+        compute_us=compute_ns / its.count / 1000,
+        exposed_comm_us=exposed_ns / its.count / 1000,
+        idle_us=idle_ns / its.count / 1000,
         node=int(label.get("node", sim.machines[rank])),
         tp_index=label.get("tp_index"),
     )
@@ -148,16 +151,42 @@ def _collective_stat(
     )
 
 
-def _spans(outcome: EngineOutcome, row_of: list[int]) -> SharedSpans:
+def _spans(outcome: EngineOutcome, row_of: list[int], args: dict[int, dict[str, Any]]) -> SharedSpans:
     w = outcome.workload
     starts, ends, kinds = outcome.start_ns, outcome.end_ns, w.kinds
     rows = []
     for trace, base in zip(w.traces, w.offsets, strict=True):
         rows.append(
             [
-                (SPAN_KINDS.get(kinds[g], "recv"), name, starts[g], ends[g])
+                (SPAN_KINDS.get(kinds[g], "recv"), name, starts[g], ends[g], args.get(g))
                 for g, name in enumerate(trace.all_names(), base)  # names decoded a rank at a time
                 if starts[g] >= 0
             ]
         )
     return SharedSpans(rows, row_of)
+
+
+def comm_args(sim: SimInput, simulated: Simulated, outcome: EngineOutcome) -> dict[int, dict[str, Any]]:
+    """Per simulated communication node, what a trace viewer shows with its span: the collective's
+    (or transfer's) bytes and ranks, and the algorithm and protocol the model chose for it. One dict
+    per collective, shared by its members' spans — and, folded, by every rank of their classes, so
+    nothing in it names one group or rank."""
+    by_node: dict[int, dict[str, Any]] = {}
+    planner = simulated.planner
+    for c in outcome.comms:
+        if c.kind == "send_recv":
+            src, dst = (int(r) for r in c.group.split("->"))
+            members: tuple[int, ...] = (src, dst)
+            choice = planner.choice(members, "p2p", c.size)
+        else:
+            members = tuple(sim.groups.get(c.group, ()))
+            choice = planner.choice(members, c.kind, c.size)
+        args: dict[str, Any] = {"bytes": c.size, "ranks": len(members)}
+        if choice is not None:
+            args["algorithm"] = choice[0]
+            if choice[1]:
+                args["protocol"] = choice[1]
+        for node in (*c.nodes, c.recv):
+            if node >= 0:
+                by_node[node] = args
+    return by_node

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -82,3 +84,31 @@ class NetworkSpec(Strict):
         "from faster links (a slower NIC behind a faster fabric), as DCQCN leaves it; 1 = ideal; calibrate "
         "against ns-3 with benchmarks/packet_fidelity.py --calibrate",
     )
+
+    def uplinks(
+        self, needed_gbps: Sequence[float], fastest_nic_gbps: float, num_access: int | None = None
+    ) -> tuple[int, list[float]]:
+        """(spines, uplink Gbit/s per entry of `needed_gbps`) joining `num_access` access switches
+        (default: one per entry) that need `needed_gbps` up each (their downlinks / oversubscription);
+        the one rule the topology and the work bounds use.
+
+        ns-3 keeps one interface per neighbour, so parallel links cannot add capacity: an access
+        switch's uplink bandwidth is spines × uplink rate. Given `num_spines`, the rate follows
+        (rounded up to whole Gbit/s); given `uplink_gbps`, the spine count follows. Given neither,
+        uplinks run at the fastest NIC's rate with as many spines as the busiest access switch
+        needs, but no more spines than access switches (at least two, for two paths): beyond that a
+        spine adds a switch, not bandwidth, so the uplinks to each spine are bundled into one faster
+        link, sized for the busiest access switch (two leaves of 8 × 400G NICs get two spines at
+        1600G, not eight at 400G; a cluster with at least as many leaves as a leaf has NICs keeps one
+        400G uplink per NIC)."""
+        if self.num_spines is not None:
+            rates = [self.uplink_gbps or math.ceil(n / self.num_spines) for n in needed_gbps]
+            return self.num_spines, rates
+        if self.uplink_gbps is not None:
+            spines = max(math.ceil(n / self.uplink_gbps - 1e-9) for n in needed_gbps)
+            return spines, [self.uplink_gbps] * len(needed_gbps)
+        busiest = max(needed_gbps)
+        count = len(needed_gbps) if num_access is None else num_access
+        spines = min(math.ceil(busiest / fastest_nic_gbps - 1e-9), max(2, count))
+        uplink = max(fastest_nic_gbps, math.ceil(busiest / spines - 1e-9))
+        return spines, [float(uplink)] * len(needed_gbps)

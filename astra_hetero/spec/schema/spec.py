@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Any
+
+from pydantic import Field, PrivateAttr
 
 from astra_hetero.dynamics.events import DynamicEvent
+from astra_hetero.errors import SpecError
 from astra_hetero.spec.schema.base import Strict
 from astra_hetero.spec.schema.execution import CollectiveSpec, ComputeSpec, ScopeSpec
 from astra_hetero.spec.schema.hardware import ClusterSpec
@@ -34,3 +37,35 @@ class Spec(Strict):
         default_factory=list, description="timed events: link rates, slow GPUs, background traffic, jitter"
     )
     iterations: Iterations = Field(1, description="back-to-back training iterations to simulate")
+    # Whether the calibration table lies outside the spec's directory: then its errors quote nothing
+    # of it (`calibration:` may name any file). Set when the spec is loaded; private until known.
+    _calibration_private: bool = PrivateAttr(True)
+
+    @property
+    def calibration_private(self) -> bool:
+        return self._calibration_private
+
+    def with_(self, **sections: Any) -> Spec:
+        """This spec with some fields changed, validated again like a spec file (field checks and
+        the checks across sections): `spec.with_(parallelism={"tp": 4, "pp": 2})`. A mapping merges
+        into the section it names, key by key; any other value (a list, a number) replaces it."""
+        from astra_hetero.spec.load import parse_spec  # the loader imports this module
+
+        unknown = sorted(set(sections) - set(type(self).model_fields))
+        if unknown:
+            raise SpecError(unknown[0], f"no such section; sections: {', '.join(type(self).model_fields)}")
+        data = _merged(self.model_dump(mode="json"), sections)
+        changed = parse_spec(data)
+        if changed.calibration == self.calibration:  # the same file: as private as it was found
+            changed._calibration_private = self._calibration_private
+        return changed
+
+
+def _merged(data: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    out = dict(data)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out

@@ -45,6 +45,11 @@ class IdealCommPlanner:
             plan = self._cache[key] = (self._phase_plan(((src, dst),), 1.0, 1),)
         return plan
 
+    def choice(self, members: tuple[int, ...], kind: str, size: int) -> tuple[str, str] | None:
+        """(algorithm, protocol): the model's algorithm for every collective, direct for transfers;
+        the ideal model has no protocols."""
+        return ("direct", "") if kind == "p2p" else (self.algorithm, "")
+
     def _memory_cost(self, phase: algorithms.Phase) -> float:
         if not phase.reduce_fraction or not self.memory_bytes_per_ns:
             return 0.0

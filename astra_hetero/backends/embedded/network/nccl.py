@@ -31,6 +31,7 @@ from astra_hetero.comm.measured import ScopedTable, select_table
 from astra_hetero.errors import RunDirError
 
 Links = tuple[tuple[int, float], ...]
+Plan = tuple[PhasePlan, ...]
 _CLASS_ORDER = {"nvlink": 0, "pci": 1, "net": 2}
 
 
@@ -41,6 +42,7 @@ class NcclCommPlanner:
         self._efficiency, self._kinds = self._bundle_facts()
         self._facts: dict[tuple[int, ...], _Facts] = {}
         self._plans: dict[tuple[Any, ...], tuple[PhasePlan, ...]] = {}
+        self._choices: dict[tuple[Any, ...], tuple[str, str]] = {}  # same keys: (algorithm, protocol)
         self.chosen: dict[tuple[Any, ...], int] = {}  # (kind, ranks, nodes, bytes, algorithm, protocol)
 
     # --- the interface the engine calls ---------------------------------------------------------
@@ -48,15 +50,23 @@ class NcclCommPlanner:
         key = (members, kind, size)
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[key] = self._collective(members, kind, size) if len(members) > 1 else ()
+            if len(members) > 1:
+                plan, self._choices[key] = self._collective(members, kind, size)
+            self._plans[key] = plan = plan or ()
         return plan
 
     def transfer(self, src: int, dst: int, size: int) -> tuple[PhasePlan, ...]:
         key = ((src, dst), "p2p", size)
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[key] = self._exchange(((src, dst),), "send_recv", size, size)
+            plan, self._choices[key] = self._exchange(((src, dst),), "send_recv", size, size)
+            self._plans[key] = plan
         return plan
+
+    def choice(self, members: tuple[int, ...], kind: str, size: int) -> tuple[str, str] | None:
+        """(algorithm, protocol) chosen for a collective (`kind` "p2p" and members (src, dst) for a
+        transfer) once it has been planned; a measured table gives ("nccl-tests", its path)."""
+        return self._choices.get((members, kind, size))
 
     def summary(self) -> list[dict[str, Any]]:
         """Each distinct choice (collective, ranks, nodes, bytes, algorithm, protocol) and how many
@@ -65,19 +75,19 @@ class NcclCommPlanner:
         return [dict(zip(names, key, strict=True)) | {"plans": n} for key, n in sorted(self.chosen.items())]
 
     # --- collectives ------------------------------------------------------------------------------
-    def _collective(self, members: tuple[int, ...], kind: str, size: int) -> tuple[PhasePlan, ...]:
+    def _collective(self, members: tuple[int, ...], kind: str, size: int) -> tuple[Plan, tuple[str, str]]:
         n = len(members)
         if kind == "all_to_all":
             pairs = tuple((a, b) for a in members for b in members if a != b)
             return self._exchange(pairs, kind, size, size / n)
         facts = self._facts.get(members) or self._analyse(members)
         total = size * n if kind == tuning.ALL_GATHER else size  # NCCL's size: the whole buffer
-        table = self._table(facts.scope, kind, facts.groups)
+        table = self._table(facts.scope, kind, facts.groups, n, facts.communicator.num_nodes)
         if table is not None:
             ratio = tuning.bus_factor(kind, n) / table.table.bus_factor
             time_us = table.table.time_us(total) * ratio
             latency_us = min(table.table.times_us[0] * ratio, time_us)
-            self._count(kind, facts, total, "nccl-tests", table.path)
+            chosen = ("nccl-tests", table.path)
         else:
             forced = self.comm.algorithm if kind == tuning.ALL_REDUCE else "auto"
             try:
@@ -85,8 +95,9 @@ class NcclCommPlanner:
             except ValueError as exc:
                 raise RunDirError(f"collective on ranks {_ranks(members)}: {exc}") from None
             latency_us, time_us = choice.latency_us, choice.time_us(total)
-            self._count(kind, facts, total, choice.algorithm, choice.protocol)
-        return (self._phase(facts.ring_links, size, latency_us, time_us - latency_us),)
+            chosen = (choice.algorithm, choice.protocol)
+        self._count(kind, facts, total, *chosen)
+        return (self._phase(facts.ring_links, size, latency_us, time_us - latency_us),), chosen
 
     def _analyse(self, members: tuple[int, ...]) -> _Facts:
         by_machine: dict[int, list[int]] = {}
@@ -127,14 +138,15 @@ class NcclCommPlanner:
     # --- point to point and all-to-all ------------------------------------------------------------
     def _exchange(
         self, pairs: tuple[tuple[int, int], ...], kind: str, size: int, per_pair: float
-    ) -> tuple[PhasePlan, ...]:
+    ) -> tuple[Plan, tuple[str, str]]:
         """Concurrent sends of `per_pair` bytes each: a send/recv, or all-to-all as NCCL runs it
         (grouped sends). Protocol by the payload of one send, latency by the worst path's class."""
         links = self._links(pairs)
         ranks = {r for pair in pairs for r in pair}
         num_nodes = len({self.machines[r] for r in ranks})
         routes = [self.router.route(a, b) for a, b in pairs]
-        table = self._table("inter_node" if num_nodes > 1 else "intra_node", kind, self._groups(ranks))
+        scope = "inter_node" if num_nodes > 1 else "intra_node"
+        table = self._table(scope, kind, self._groups(ranks), len(ranks), num_nodes)
         if table is not None:
             ratio = tuning.bus_factor(kind, len(ranks)) / table.table.bus_factor
             time_us = table.table.time_us(size) * ratio
@@ -151,15 +163,19 @@ class NcclCommPlanner:
             algorithm, protocol = "p2p", choice.protocol
         key = (kind, len(ranks), num_nodes, size, algorithm, protocol)
         self.chosen[key] = self.chosen.get(key, 0) + 1
-        return (self._phase(links, size, latency_us, time_us - latency_us),)
+        return (self._phase(links, size, latency_us, time_us - latency_us),), (algorithm, protocol)
 
     # --- helpers ------------------------------------------------------------------------------------
     def _groups(self, ranks) -> frozenset[str]:
         names = self.comm.node_groups
         return frozenset(names[r] for r in ranks) if names else frozenset()
 
-    def _table(self, scope: str, kind: str, groups: frozenset[str]) -> ScopedTable | None:
-        return select_table(list(self.comm.tables), scope, kind, set(groups)) if self.comm.tables else None
+    def _table(
+        self, scope: str, kind: str, groups: frozenset[str], num_ranks: int, num_nodes: int
+    ) -> ScopedTable | None:
+        if not self.comm.tables:
+            return None
+        return select_table(list(self.comm.tables), scope, kind, set(groups), num_ranks, num_nodes)
 
     def _count(self, kind: str, facts: _Facts, total: float, algorithm: str, protocol: str) -> None:
         t = facts.communicator

@@ -2,7 +2,7 @@
 
 The file holds the spec's `dynamics:` already resolved to ranks and topology.txt link lines (see
 `astra_hetero.dynamics.selection`) and the number of iterations. A directory without it is static:
-one iteration, no events.
+one iteration, no events, unless its manifest or spec records dynamics (then the file must be there).
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ class Dynamics:
 
 def read_dynamics(root: Path, num_ranks: int, num_lines: int) -> Dynamics:
     path = Path(root) / rundir.DYNAMICS
+    rundir.check_dynamics_kept(root)
     if not path.is_file():
         return Dynamics()
     data = rundir.read_json_object(path, "")

@@ -119,6 +119,11 @@ def _add_link(topo: Topology, fields: list[str], source: str, line: int) -> None
         raise RunDirError(f"{source}:{line}: a link needs two distinct ends")
     if not 0 < gbps < math.inf:
         raise RunDirError(f"{source}:{line}: rate {fields[2]!r} must be positive and finite")
+    if not units.MIN_LINK_GBPS <= gbps <= units.MAX_LINK_GBPS:  # the spec's bounds (spec/types.py)
+        raise RunDirError(
+            f"{source}:{line}: rate {fields[2]!r} is not a physical link rate (at least "
+            f"{units.MIN_LINK_GBPS:g} Gbps, at most {units.MAX_LINK_GBPS:g} Gbps)"
+        )
     if not 0 <= delay <= MAX_DELAY_NS:
         raise RunDirError(f"{source}:{line}: delay {fields[3]!r} must be between 0 and 1 s")
     delay_ns = round(delay)
