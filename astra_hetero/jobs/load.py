@@ -8,6 +8,7 @@ GPUs it owns (`specs.place_jobs`), after the ownership checks.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ from astra_hetero.spec.load import (
 from astra_hetero.spec.schema import Spec
 from astra_hetero.spec.schema.jobs import JobSpec, SharedClusterSpec
 
+logger = logging.getLogger(__name__)
+
 RunSpec = Spec | SharedClusterSpec
 
 # top-level sections of a single-job spec that belong to each job in a shared-cluster spec
@@ -36,7 +39,10 @@ _PER_JOB = ("model", "parallelism", "precision", "mapping", "partition", "scope"
 def load_run_spec(path: str | Path) -> RunSpec:
     """A spec file of one job or of several (`jobs:`), validated and checked."""
     path = Path(path)
-    return parse_run_spec(read_spec_data(path), path)
+    spec = parse_run_spec(read_spec_data(path), path)
+    jobs = f", {len(spec.jobs)} jobs" if isinstance(spec, SharedClusterSpec) else ""
+    logger.info("read %s: %r, %d GPUs%s", path, spec.name, spec.cluster.num_gpus, jobs)
+    return spec
 
 
 def parse_run_spec(data: Any, source: Path | None = None) -> RunSpec:
