@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from astra_hetero.errors import SpecError
+from astra_hetero.results.compare import summarize
 from astra_hetero.results.facts import RunFacts, read_facts
 from astra_hetero.results.model import RunResult
 
@@ -29,22 +30,25 @@ if TYPE_CHECKING:
 
     from astra_hetero.planner.driver import PlanReport
     from astra_hetero.spec.schema import Spec
+    from astra_hetero.spec.schema.jobs import SharedClusterSpec
 
-TABLES = ("ranks", "collectives", "iterations")
+TABLES = ("ranks", "collectives", "iterations", "jobs", "shared_links")
 
 
-def load_spec(source: str | Path | dict[str, Any]) -> Spec:
+def load_spec(source: str | Path | dict[str, Any]) -> Spec | SharedClusterSpec:
     """A validated spec from a YAML file (includes and a relative calibration table resolved against
-    its directory) or from a mapping of sections (relative paths against the working directory)."""
-    from astra_hetero.spec import load
+    its directory) or from a mapping of sections (relative paths against the working directory): of
+    one job, or of several jobs sharing the cluster (`jobs:`)."""
+    from astra_hetero.jobs import load
     from astra_hetero.spec.schema import Spec
+    from astra_hetero.spec.schema.jobs import SharedClusterSpec
 
-    if isinstance(source, Spec):
+    if isinstance(source, Spec | SharedClusterSpec):
         return source
     if isinstance(source, dict):
-        return load.parse_spec(source)
+        return load.parse_run_spec(source)
     if isinstance(source, str | Path):
-        return load.load_spec(source)
+        return load.load_run_spec(source)
     raise SpecError("", f"expected a spec file's path or a mapping of sections, not {type(source).__name__}")
 
 
@@ -70,22 +74,34 @@ class Result:
     def warnings(self) -> tuple[str, ...]:
         return self.run.warnings
 
+    @property
+    def jobs(self) -> tuple[dict[str, Any], ...]:
+        """Several jobs sharing the cluster: each job's iterations, time together and alone, slowdown."""
+        return self.run.jobs
+
     def summary(self, width: int = 80) -> str:
         """The text summary `astra-hetero run` prints."""
-        from astra_hetero.results.report import render_summary
+        from astra_hetero.results.jobs_report import run_summary_tables
+        from astra_hetero.results.report import to_text
 
         label = self.run_dir.name if self.run_dir is not None else self.run.backend
-        return render_summary(self.run, label, self.facts, width)
+        (summary,) = summarize([(label, self.run)])
+        return to_text(run_summary_tables(summary, self.facts), width)
 
     def records(self, table: str = "ranks") -> list[dict[str, Any]]:
         """The rows of a table as plain dicts: `ranks` (one per GPU: times in µs, GPU type, stage,
-        replica, node), `collectives` (one per collective or transfer as it ran) or `iterations`."""
+        replica, node), `collectives` (one per collective or transfer as it ran), `iterations`, and
+        with several jobs `jobs` (one per job: times together and alone) and `shared_links`."""
         if table == "ranks":
             return [dict(r.__dict__) for r in self.run.ranks]
         if table == "collectives":
             return [{**c.__dict__, "duration_us": c.duration_us} for c in self.run.collectives]
         if table == "iterations":
             return [dict(i) for i in self.run.iterations]
+        if table == "jobs":
+            return [{k: v for k, v in j.items() if "iterations" not in k} for j in self.run.jobs]
+        if table == "shared_links":
+            return [dict(link) for link in self.run.shared_links]
         raise ValueError(f"no table {table!r}; tables: {', '.join(TABLES)}")
 
     def to_dataframe(self, table: str = "ranks") -> pandas.DataFrame:
@@ -103,7 +119,7 @@ class Result:
 
 
 def simulate(
-    spec: Spec | str | Path | dict[str, Any],
+    spec: Spec | SharedClusterSpec | str | Path | dict[str, Any],
     backend: str = "embedded",
     workdir: str | Path | None = None,
     *,
@@ -139,7 +155,7 @@ class Plan:
     """A plan search's answer: the fastest plan as a complete spec, every plan simulated (fastest
     first, as plans.csv lists them), and the search's own report."""
 
-    best_spec: Spec
+    best_spec: Spec | SharedClusterSpec  # with `search.job`: the whole shared cluster's
     plans: list[dict[str, Any]]
     report: PlanReport
 
@@ -158,7 +174,7 @@ class Plan:
 
 
 def plan(
-    spec: Spec | str | Path | dict[str, Any],
+    spec: Spec | SharedClusterSpec | str | Path | dict[str, Any],
     search: dict[str, Any] | None = None,
     *,
     jobs: int = 1,
@@ -169,12 +185,13 @@ def plan(
     """Search the parallel plan and device mapping, as `astra-hetero plan` does. `search` is the
     `search:` section (a spec file's own is used when this is None); `cache` a directory of simulated
     plans to reuse (default: none); `out` also writes best.yaml, plans.csv, report.md and figures."""
+    from astra_hetero.jobs.load import parse_run_spec
     from astra_hetero.planner.cache import PlanCache
     from astra_hetero.planner.driver import find_plans
     from astra_hetero.planner.outputs import best_spec_data, write_outputs
     from astra_hetero.planner.problem import problem_from_data
     from astra_hetero.planner.table import plan_rows
-    from astra_hetero.spec.load import parse_spec, read_spec_data
+    from astra_hetero.spec.load import read_spec_data
 
     source = Path(spec) if isinstance(spec, str | Path) else None
     data = read_spec_data(source) if source is not None else _spec_data(spec)
@@ -182,7 +199,7 @@ def plan(
         data = {**data, "search": search}
     problem = problem_from_data(data, source)
     report = find_plans(problem, jobs=jobs, time_budget_s=time_budget_s, cache=PlanCache(cache))
-    best = parse_spec(best_spec_data(report))  # raises InfeasiblePlan when nothing ran
+    best = parse_run_spec(best_spec_data(report))  # raises InfeasiblePlan when nothing ran
     if out is not None:
         write_outputs(report, Path(out))
     return Plan(best, [dict(row.values) for row in plan_rows(report)], report)
@@ -190,8 +207,9 @@ def plan(
 
 def _spec_data(spec: Any) -> dict[str, Any]:
     from astra_hetero.spec.schema import Spec
+    from astra_hetero.spec.schema.jobs import SharedClusterSpec
 
-    if isinstance(spec, Spec):
+    if isinstance(spec, Spec | SharedClusterSpec):
         return spec.model_dump(mode="json")
     if isinstance(spec, dict):
         return dict(spec)
