@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from astra_hetero.results.compare import RunSummary, summarize
 from astra_hetero.results.facts import RunFacts
-from astra_hetero.results.jobs import job_ranks, job_result
+from astra_hetero.results.jobs import job_result
 from astra_hetero.results.model import RunResult
 from astra_hetero.results.report import TextTable, format_number, summary_tables, time_unit, to_text
 
@@ -43,28 +43,25 @@ def jobs_table(label: str, result: RunResult) -> TextTable:
         j.get("solo_iteration_time_us") or 0 for j in result.jobs
     ]
     scale, unit = time_unit(max(times))
-    gpus = {r.rank: r.gpu for r in result.ranks}
     rows = []
     for job in result.jobs:
-        ranks = job_ranks(result, job["name"])
         alone = job.get("solo_iteration_time_us")
         slowdown = job.get("slowdown")
         rows.append(
             (
                 job["name"],
                 _ranges(job["ranks"]),
-                ", ".join(sorted({gpus[r] for r in ranks})),
                 format_number(job["start_us"] / 1000),
                 str(len(job["iterations"])),
                 format_number(job["iteration_time_us"] / scale),
                 "-" if alone is None else format_number(alone / scale),
-                "-" if slowdown is None else f"{slowdown:.3f}x ({slowdown - 1:+.1%})",
+                "-" if slowdown is None else f"{slowdown - 1:+.1%}",
             )
         )
     solo_note = (
-        "alone: the same job simulated by itself on the same cluster (same placement, same events)"
+        "alone: the same job simulated by itself on the same cluster (same GPUs, same start, same events)"
         if any("solo_iteration_time_us" in j for j in result.jobs)
-        else "alone: not simulated by this backend; run the directory on the embedded backend for it"
+        else "alone: not simulated (run with the solo runs on: without --no-solo)"
     )
     return TextTable(
         title=f"{label}: {result.backend}, {len(result.jobs)} jobs on {result.num_ranks} GPUs; run span "
@@ -72,7 +69,6 @@ def jobs_table(label: str, result: RunResult) -> TextTable:
         columns=(
             "job",
             "ranks",
-            "GPUs",
             "start (ms)",
             "iterations",
             f"together ({unit})",
@@ -80,7 +76,7 @@ def jobs_table(label: str, result: RunResult) -> TextTable:
             "slowdown",
         ),
         rows=tuple(rows),
-        caption=f"times are mean iteration times; {solo_note}",
+        caption=f"mean iteration times; {solo_note}",
         notes=result.approximations,
     )
 
