@@ -11,7 +11,10 @@ import yaml
 
 from astra_hetero.bounds import WorkLimits, WorkTooLarge, check_work, estimate_work
 from astra_hetero.cli.main import main
-from astra_hetero.spec import load_spec, parse_spec
+from astra_hetero.jobs.build import check_shared_work
+from astra_hetero.jobs.load import load_run_spec
+from astra_hetero.spec import parse_spec
+from astra_hetero.spec.schema.jobs import SharedClusterSpec
 from astra_hetero.topology import build_cluster_graph
 from astra_hetero.workload.generate import class_graph, plan_workload
 from tests.conftest import make_spec_data
@@ -82,7 +85,11 @@ def test_network_size_is_counted_as_the_cluster_is_built(path, topology):
 
 @pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.stem)
 def test_every_shipped_example_fits_the_default_limits(path):
-    check_work(load_spec(path), WorkLimits())
+    spec = load_run_spec(path)
+    if isinstance(spec, SharedClusterSpec):  # several jobs: each within the limits, and their sum
+        check_shared_work(spec, WorkLimits())
+    else:
+        check_work(spec, WorkLimits())
 
 
 def with_parallelism(**changes) -> dict:

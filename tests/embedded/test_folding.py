@@ -15,8 +15,9 @@ import pytest
 
 from astra_hetero import chakra_io
 from astra_hetero.chakra_io import pb
+from astra_hetero.jobs.load import load_run_spec, parse_run_spec
 from astra_hetero.pipeline import build_run_dir
-from astra_hetero.spec import load_spec, parse_spec
+from astra_hetero.spec import parse_spec
 from tests.embedded.folding_checks import assert_same_simulation, simulate_both, symmetric_job
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.yaml"))
@@ -32,7 +33,12 @@ def model(request) -> str:
 def _scaled(path: Path, model: str):
     """The example's plan and network on fewer micro-batches (4 per replica), and for 128+ GPUs
     fewer layers and (1024 GPUs) replicas, so that the rank-by-rank reference runs in a second."""
-    data = load_spec(path).model_dump(mode="json")
+    data = load_run_spec(path).model_dump(mode="json")
+    if "jobs" in data:  # several jobs sharing the cluster: each on 4 micro-batches per replica
+        for job in data["jobs"]:
+            job["parallelism"]["global_batch_size"] = 4 * job["parallelism"]["dp"]
+        data["collectives"]["model"] = model
+        return parse_run_spec(data)
     par = data["parallelism"]
     if par["tp"] * par["pp"] * par["dp"] > 128:
         par["dp"] = 2

@@ -8,8 +8,11 @@ import pytest
 import yaml
 
 from astra_hetero.errors import InfeasiblePlan, SpecError
+from astra_hetero.jobs.load import load_run_spec
+from astra_hetero.jobs.specs import place_jobs
 from astra_hetero.spec import load_spec, parse_spec
 from astra_hetero.spec.catalog import gpu_catalog, model_catalog
+from astra_hetero.spec.schema.jobs import SharedClusterSpec
 from astra_hetero.workload.generate import plan_workload
 from tests.conftest import make_spec_data, node_group
 
@@ -172,8 +175,11 @@ def test_missing_spec_file_and_bad_yaml(tmp_path: Path):
 
 @pytest.mark.parametrize("path", sorted(Path(__file__).parents[2].joinpath("examples").glob("*.yaml")))
 def test_shipped_examples_are_valid_and_feasible(path):
-    plan = plan_workload(load_spec(path))
-    assert sum(plan.partition.layers_per_stage) == plan.spec.model.num_layers
+    spec = load_run_spec(path)
+    jobs = [job.spec for job in place_jobs(spec)] if isinstance(spec, SharedClusterSpec) else [spec]
+    for one in jobs:  # a spec of several jobs: each job on its own GPUs
+        plan = plan_workload(one)
+        assert sum(plan.partition.layers_per_stage) == plan.spec.model.num_layers
 
 
 def test_an_unnamed_groups_default_name_cannot_collide_with_a_given_one():
