@@ -123,3 +123,13 @@ def test_contention_and_a_device_slowdown_multiply(tmp_path):
     (root / "dynamics.json").write_text(json.dumps({"format": 1, "iterations": 1, "events": [event]}))
     finish, c_us = finishes(root)
     assert finish == pytest.approx(2 * T_US + c_us * s / (1 + s), abs=0.002)
+
+
+def test_several_iterations_with_contention_run_each_one(tmp_path):
+    """Each iteration is simulated and timed (the contended engine once shared the name of its
+    per-kernel work with the count of sinks that ends an iteration, and stopped after the first)."""
+    data = make_spec_data(compute={"comm_overlap_slowdown": 0.1}, iterations=2)
+    result = EmbeddedBackend().run(build_run_dir(parse_spec(data), tmp_path / "run").root).result
+    times = [i["time_us"] for i in result.iterations]
+    assert len(times) == 2 and all(t > 0 for t in times)
+    assert result.iteration_time_us == pytest.approx(sum(times) / 2)

@@ -117,3 +117,28 @@ def test_folded_equals_rank_by_rank_with_two_jobs(tmp_path, collectives):
     assert folded.shared_links == plain.shared_links
     assert folded.iteration_time_us == plain.iteration_time_us
     assert folded.jobs[0]["slowdown"] > 1.0
+
+
+def test_cluster_events_apply_to_every_job_and_folding_stays_exact(tmp_path):
+    """A link event on the shared spine and a slowed GPU of job b: both jobs run under the events,
+    alone as together, and the folded run still equals the rank-by-rank one."""
+    data = spread(
+        2.0,
+        dynamics=[
+            {"event": "link_rate", "kind": "uplink", "factor": 0.5, "start_ms": 5, "end_ms": 20},
+            {"event": "device_slowdown", "node_group": "y", "node": 1, "factor": 0.5},
+        ],
+    )
+    data["jobs"][0]["iterations"] = 2
+    run_dir = pipeline.build_run_dir(parse_run_spec(data), tmp_path / "run").root
+    folded = pipeline.execute(run_dir, "embedded", timeline="none")
+    plain = pipeline.execute(run_dir, "embedded", timeline="none", fold=False)
+    assert folded.jobs == plain.jobs and folded.ranks == plain.ranks
+    calm = _run(tmp_path, spread(2.0), "calm")
+    assert _job(folded, "b")["solo_iteration_time_us"] > _job(calm, "b")["solo_iteration_time_us"]  # slowed
+    assert [e["event"] for e in folded.events] == ["link_rate", "device_slowdown"]
+
+
+def test_run_iterations_overrides_every_jobs_count(tmp_path):
+    result = _run(tmp_path, spread(1.0), iterations=3)
+    assert [len(job["iterations"]) for job in result.jobs] == [3, 3]

@@ -319,7 +319,7 @@ class ContendedComputeEngine(TimedComputeEngine):
         super().__init__(*args, **kwargs)
         rows = len(self.w.ranks)
         self.running = [-1] * rows  # the compute node a rank runs, or -1
-        self.left = [0.0] * rows  # its static-speed work still to do (ns) at `since`
+        self.work_left = [0.0] * rows  # its static-speed work still to do (ns) at `since`
         self.since = [0] * rows
         self.stretch = [1.0] * rows  # 1 + s while contended, else 1: what its end was timed with
         self.due = [-1] * len(self.w.kinds)  # a compute node's current end (older events are stale)
@@ -332,14 +332,14 @@ class ContendedComputeEngine(TimedComputeEngine):
         jitter = self.jitter
         if jitter is not None and work:
             work = round(work * jitter.factor(rank, self.iteration[rank], g - self.w.offsets[rank], now))
-        self.running[rank], self.left[rank], self.since[rank] = g, float(work), now
+        self.running[rank], self.work_left[rank], self.since[rank] = g, float(work), now
         return self._retime(rank, now)
 
     def _retime(self, rank: int, now: int) -> int:
         """Time the running kernel's end from `now` under the rank's present contention."""
         stretch = self.stretch[rank] = self._contention(rank)
         profile = self.profiles[rank]
-        work = self.left[rank] * stretch
+        work = self.work_left[rank] * stretch
         end = profile.finish(now, round(work)) if profile is not None else now + round(work)
         self.due[self.running[rank]] = end
         return end
@@ -352,7 +352,7 @@ class ContendedComputeEngine(TimedComputeEngine):
         profile = self.profiles[rank]
         if profile is not None:
             done = profile.work(self.since[rank], now)
-        self.left[rank] = max(0.0, self.left[rank] - done / self.stretch[rank])
+        self.work_left[rank] = max(0.0, self.work_left[rank] - done / self.stretch[rank])
         self.since[rank] = now
         self.queue.push_batched(self._retime(rank, now), events.COMPUTE_DONE, g)
 
