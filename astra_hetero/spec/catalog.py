@@ -51,6 +51,8 @@ class ModelRecord:
     norm: str
     tied_embeddings: bool
     learned_position_embeddings: bool
+    head_dim: int | None = None  # only where it differs from hidden_size / num_heads
+    moe: dict[str, Any] | None = None  # the model's `moe` section, for mixture-of-experts models
 
 
 def _load(name: str) -> dict[str, dict[str, Any]]:

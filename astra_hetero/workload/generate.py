@@ -15,11 +15,12 @@ from astra_hetero.comm.measured import copy_tables, table_records
 from astra_hetero.errors import InfeasiblePlan
 from astra_hetero.spec.catalog import gpu_catalog
 from astra_hetero.spec.devices import Device
-from astra_hetero.spec.schema import Spec
+from astra_hetero.spec.schema import ParallelismSpec, Spec
 from astra_hetero.workload.blocks import DeviceBlocks, device_blocks
 from astra_hetero.workload.calibration import load_calibration
 from astra_hetero.workload.costs import (
     BYTES_BF16,
+    expert_parameters_on_rank,
     parameter_counts,
     shape_of,
     stage_parameters,
@@ -40,11 +41,12 @@ Progress = Callable[[int], None]
 @dataclass(frozen=True)
 class CommGroup:
     id: str
-    kind: str  # "tp" | "dp" | "embedding"
+    kind: str  # "tp" | "dp" | "embedding" | "cp" | "ep" | "etp" | "edp" | "moe"
     ranks: tuple[int, ...]
     stage: int | None = None
     replica: int | None = None
     tp_index: int | None = None
+    cp_index: int | None = None
 
 
 @dataclass
@@ -99,6 +101,8 @@ def timed_blocks(spec: Spec, devices: Iterable[Device]) -> dict[str, DeviceBlock
 
 
 def _comm_groups(spec: Spec, layout: Layout) -> list[CommGroup]:
+    """Megatron-core's process groups: TP within a CP rank of a cell, CP across a cell's CP ranks, the
+    data-parallel gradient group over replicas and CP ranks (DP×CP), and the expert groups."""
     par = spec.parallelism
     groups: list[CommGroup] = []
 
@@ -108,38 +112,83 @@ def _comm_groups(spec: Spec, layout: Layout) -> list[CommGroup]:
 
     for stage in range(par.pp):
         for replica in range(par.dp):
-            add("tp", list(layout.cells[stage][replica]), stage=stage, replica=replica)
+            for cp_index in range(par.cp):
+                tp_ranks = [layout.rank_of(stage, replica, t, cp_index) for t in range(par.tp)]
+                add(
+                    "tp",
+                    tp_ranks,
+                    stage=stage,
+                    replica=replica,
+                    **({"cp_index": cp_index} if par.cp > 1 else {}),
+                )
+    for stage in range(par.pp):
+        for replica in range(par.dp):
+            for tp_index in range(par.tp):
+                cp_ranks = [layout.rank_of(stage, replica, tp_index, c) for c in range(par.cp)]
+                add("cp", cp_ranks, stage=stage, replica=replica, tp_index=tp_index)
     for stage in range(par.pp):
         for tp_index in range(par.tp):
             add(
                 "dp",
-                [layout.rank_of(stage, r, tp_index) for r in range(par.dp)],
+                [layout.rank_of(stage, r, tp_index, c) for r in range(par.dp) for c in range(par.cp)],
                 stage=stage,
                 tp_index=tp_index,
             )
+    if spec.model.moe is not None:
+        for stage in range(par.pp):
+            for kind, members in expert_groups(layout.stage_ranks(stage), par):
+                add(kind, members, stage=stage)
     if spec.model.tied_embeddings and par.pp > 1:
         for replica in range(par.dp):
-            for tp_index in range(par.tp):
-                add(
-                    "embedding",
-                    [layout.rank_of(0, replica, tp_index), layout.rank_of(par.pp - 1, replica, tp_index)],
-                    replica=replica,
-                    tp_index=tp_index,
-                )
+            for cp_index in range(par.cp):
+                for tp_index in range(par.tp):
+                    add(
+                        "embedding",
+                        [
+                            layout.rank_of(0, replica, tp_index, cp_index),
+                            layout.rank_of(par.pp - 1, replica, tp_index, cp_index),
+                        ],
+                        replica=replica,
+                        tp_index=tp_index,
+                    )
     return groups
+
+
+def expert_groups(stage_ranks: list[int], par: ParallelismSpec) -> list[tuple[str, list[int]]]:
+    """The expert groups of one stage, from its ranks in Megatron-core's order (replica, CP, TP):
+    expert TP innermost, then EP, then expert data parallelism (megatron/core/parallel_state.py's
+    expert rank generator). "moe" is the ep·etp group the all-gather dispatcher gathers over."""
+    etp, ep = par.expert_tp, par.ep
+    edp = len(stage_ranks) // (etp * ep)
+
+    def at(t: int, e: int, d: int) -> int:
+        return stage_ranks[(d * ep + e) * etp + t]
+
+    found: list[tuple[str, list[int]]] = []
+    found += [("etp", [at(t, e, d) for t in range(etp)]) for d in range(edp) for e in range(ep)]
+    found += [("ep", [at(t, e, d) for e in range(ep)]) for d in range(edp) for t in range(etp)]
+    found += [("edp", [at(t, e, d) for d in range(edp)]) for e in range(ep) for t in range(etp)]
+    if par.moe_token_dispatcher == "allgather":
+        found += [("moe", [at(t, e, d) for e in range(ep) for t in range(etp)]) for d in range(edp)]
+    return found
 
 
 def _binding(spec: Spec, layout: Layout, groups: list[CommGroup], rank: int) -> RankBinding:
     """`groups`: the comm groups holding `rank`."""
     place = layout.placement(rank)
-    pp = spec.parallelism.pp
+    pp, cp = spec.parallelism.pp, spec.parallelism.cp
     # with virtual stages the pipeline is a ring: the last stage feeds stage 0's next chunk
     ring = spec.parallelism.virtual_stages > 1
     peers = {}
     if place.stage > 0 or ring:
-        peers["prev"] = layout.rank_of((place.stage - 1) % pp, place.replica, place.tp_index)
+        peers["prev"] = layout.rank_of((place.stage - 1) % pp, place.replica, place.tp_index, place.cp_index)
     if place.stage < pp - 1 or ring:
-        peers["next"] = layout.rank_of((place.stage + 1) % pp, place.replica, place.tp_index)
+        peers["next"] = layout.rank_of((place.stage + 1) % pp, place.replica, place.tp_index, place.cp_index)
+    if cp > 1:  # the context-parallel ring
+        for role, step in (("cp_next", 1), ("cp_prev", -1)):
+            peers[role] = layout.rank_of(
+                place.stage, place.replica, place.tp_index, (place.cp_index + step) % cp
+            )
     return RankBinding(rank, {g.kind: g.id for g in groups}, peers)
 
 
@@ -156,10 +205,16 @@ def _context(
     stage, replica = place.stage, place.replica
     counts = parameter_counts(model)
     grad_width = 4 if par.grad_reduce_in_fp32 else BYTES_BF16
-    params, extra_params = stage_parameters(model, par, stage, partition.layers_per_stage[stage])
+    num_layers = partition.layers_per_stage[stage]
+    params, extra_params = stage_parameters(model, par, stage, num_layers)
+    experts = expert_parameters_on_rank(model, par)
     embedding_params = counts.embedding / par.tp if stage == 0 else 0.0
-    tokens = par.micro_batch_size * model.seq_len
-    roles = {g.kind for g in groups}
+    tokens = par.micro_batch_size * model.seq_len // par.cp
+    sizes = {g.kind: len(g.ranks) for g in groups}
+    dp_size, edp_size = sizes.get("dp", 1), sizes.get("edp", 1)
+    updated = params
+    if par.distributed_optimizer:  # each data-parallel rank updates its shard of each buffer
+        updated = (params - experts * num_layers) / dp_size + experts * num_layers / edp_size
     return RankContext(
         stage=stage,
         num_stages=par.pp,
@@ -167,10 +222,10 @@ def _context(
         chunks=partition.chunk_ranges(stage),
         blocks=blocks[layout.devices[rank].gpu_type],
         tp_size=par.tp,
-        dp_size=par.dp,
-        has_tp_group="tp" in roles,
-        has_dp_group="dp" in roles,
-        has_embedding_group="embedding" in roles,
+        dp_size=dp_size,
+        has_tp_group="tp" in sizes,
+        has_dp_group="dp" in sizes,
+        has_embedding_group="embedding" in sizes,
         # Megatron splits the boundary tensor across the TP ranks (scatter/gather optimisation).
         activation_bytes=int(BYTES_BF16 * tokens * model.hidden_size / par.tp),
         grad_bucket_bytes=par.dp_bucket_mib * 1024**2,
@@ -180,12 +235,21 @@ def _context(
         embedding_grad_bytes=int(counts.embedding / par.tp * grad_width),
         params_on_rank=params,
         distributed_optimizer=par.distributed_optimizer,
-        optimizer_shards=par.dp if par.distributed_optimizer else 1,
+        updated_params=updated,
         param_bytes_per_grad_byte=BYTES_BF16 / grad_width,
         full_recompute=par.recompute == "full",
         overlap_grad_reduce=par.overlap_grad_reduce,
         overlap_param_gather=par.overlap_param_gather,
+        group_sizes=tuple(sorted((k, v) for k, v in sizes.items() if k in LAYER_ROLES)),
+        expert_layer_grad_bytes=experts * grad_width,
+        edp_size=edp_size,
+        sharding_stage=par.sharding_stage,
+        overlap_p2p_comm=par.overlap_p2p_comm,
     )
+
+
+# comm-group roles the layers' own collectives run on (the data-parallel ones are gradsync's)
+LAYER_ROLES = frozenset({"tp", "cp", "ep", "etp", "moe"})
 
 
 def class_graph(plan: WorkloadPlan, ctx: RankContext) -> RankGraph:
@@ -262,7 +326,12 @@ def manifest(plan: WorkloadPlan) -> dict[str, Any]:
             "ranks": list(g.ranks),
             **{
                 k: v
-                for k, v in (("stage", g.stage), ("replica", g.replica), ("tp_index", g.tp_index))
+                for k, v in (
+                    ("stage", g.stage),
+                    ("replica", g.replica),
+                    ("tp_index", g.tp_index),
+                    ("cp_index", g.cp_index),
+                )
                 if v is not None
             },
         }
@@ -306,6 +375,7 @@ def _rank_entry(spec: Spec, device: Device, place: Placement | None, partition: 
         "stage": None,
         "replica": None,
         "tp_index": None,
+        "cp_index": None,
         "layers": [0, 0],
         "num_micro_batches": 0,
         # peak device-memory bandwidth, as ASTRA-sim's local-mem-bw: collectives reduce through it
@@ -319,6 +389,7 @@ def _rank_entry(spec: Spec, device: Device, place: Placement | None, partition: 
             stage=place.stage,
             replica=place.replica,
             tp_index=place.tp_index,
+            cp_index=place.cp_index,
             layers=list(partition.layer_range(place.stage)),
             # model chunks (virtual pipeline stages) of this rank: [first layer, one past the last]
             chunks=[

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from astra_hetero.errors import InfeasiblePlan
 from astra_hetero.spec.schema import ParallelismSpec, Spec
-from astra_hetero.workload.blocks import Block, DeviceBlocks, Segment
+from astra_hetero.workload.blocks import Block, DeviceBlocks, Segment, TimedGroup
 from astra_hetero.workload.layout import Layout
 
 
@@ -68,7 +68,12 @@ class Partition:
 
 
 def block_time_ns(block: Block) -> float:
-    return sum(item.time_ns for item in block if isinstance(item, Segment))
+    """The block's compute (a concurrent group's included)."""
+    return sum(
+        item.time_ns if isinstance(item, Segment) else item.compute_ns
+        for item in block
+        if isinstance(item, Segment | TimedGroup)
+    )
 
 
 @dataclass(frozen=True)
