@@ -1,10 +1,13 @@
 """Per-device memory estimate under the schedule, checked against device capacity.
 
 Mixed-precision training with Adam: BF16 weights (2 B/param), FP32 main gradients (4 B/param), FP32
-master weights plus two moments (12 B/param, sharded over DP with the distributed optimizer).
-Activations follow Korthikanti et al. (2022), "Reducing Activation Recomputation in Large Transformer
-Models", generalised to the model's FFN width, gated MLPs and grouped KV heads; with fused attention
-(`compute.attention: fused`) the s² score terms give way to the kernel's per-head log-sum-exp.
+master weights plus two moments (12 B/param), sharded over the data-parallel ranks as the ZeRO stage
+says (`sharding.sharded_state_bytes`). Activations follow Korthikanti et al. (2022), "Reducing
+Activation Recomputation in Large Transformer Models", generalised to the model's FFN width, gated
+MLPs, grouped KV heads and head width; with fused attention (`compute.attention: fused`) the s² score
+terms give way to the kernel's per-head log-sum-exp. Context parallelism stores 1/cp of every
+sequence; a MoE layer stores its routing and expert activations (`moe.moe_activation_bytes`) in place
+of the dense MLP's.
 
 How many micro-batches' activations a stage holds at once is read off its own schedule: a forward pass
 of a chunk stores that chunk's layers until the chunk's backward pass for the same micro-batch frees
@@ -20,10 +23,13 @@ from dataclasses import dataclass
 from astra_hetero.errors import InfeasiblePlan
 from astra_hetero.spec.schema import Spec
 from astra_hetero.units import BYTES_PER_GIB
-from astra_hetero.workload.costs import stage_parameters
+from astra_hetero.workload.costs import expert_parameters_on_rank, stage_parameters
 from astra_hetero.workload.layout import Layout
+from astra_hetero.workload.moe import moe_activation_bytes
+from astra_hetero.workload.ops import shape_of
 from astra_hetero.workload.partition import Partition, even_split
 from astra_hetero.workload.schedule import FORWARD, stage_steps
+from astra_hetero.workload.sharding import largest_unit_parameters, sharded_state_bytes
 
 WEIGHT_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = 2, 4, 12
 # CUDA context, communication buffers, allocator fragmentation: a conservative fixed reserve.
@@ -53,20 +59,24 @@ class MemoryEstimate:
 def activation_bytes_per_layer(spec: Spec) -> float:
     """Stored activations of one layer for one micro-batch on one TP rank."""
     m, par = spec.model, spec.parallelism
-    s, b, h, t = m.seq_len, par.micro_batch_size, m.hidden_size, par.tp
+    s, b, h, t = m.seq_len // par.cp, par.micro_batch_size, m.hidden_size, par.tp
     sbh = s * b * h
     if par.recompute == "full":
         return 2 * sbh / (t if par.sequence_parallel else 1)
     replicated = 10.0  # norm inputs, QKV and MLP inputs, dropout masks
-    kv_ratio = m.num_kv_heads / m.num_heads
-    mlp = (6.0 if m.activation == "swiglu" else 4.0) * m.ffn_size / h
-    sharded = 2 + 4 * kv_ratio + 2 + mlp
+    d = m.head_width
+    # Q and the attention output (2 B each per query-head element), K and V
+    attention = (4 * m.num_heads * d + 4 * m.num_kv_heads * d) / h
+    dense_ffn = m.ffn_size if m.moe is None else m.moe.shared_experts * m.moe.expert_ffn_size
+    mlp = (6.0 if m.activation == "swiglu" else 4.0) * dense_ffn / h
+    sharded = attention + mlp
     if spec.compute.attention == "fused":  # no score matrix; the FP32 row log-sum-exp per head
         scores = 4.0 * m.num_heads / h
     else:  # softmax output and dropout output (2 B each) and mask (1 B) per score; recomputed if selective
         scores = 0.0 if par.recompute == "selective" else 5.0 * m.num_heads * s / h
     replicated_share = replicated / t if par.sequence_parallel else replicated
-    return sbh * (replicated_share + sharded / t + scores / t)
+    routed = moe_activation_bytes(shape_of(m, par, spec.compute.attention)) if m.moe is not None else 0.0
+    return sbh * (replicated_share + sharded / t + scores / t) + routed
 
 
 def peak_layers_in_flight(spec: Spec, stage: int, chunk_layers: Sequence[int], num_micro_batches: int) -> int:
@@ -93,7 +103,13 @@ def estimate(
     if chunk_layers is None:
         chunk_layers = even_split(num_layers, par.virtual_stages)
     params, _ = stage_parameters(model, par, stage, num_layers)
-    optimizer_share = 1 / par.dp if par.distributed_optimizer else 1.0
+    experts = expert_parameters_on_rank(model, par) * num_layers
+    per_param = (WEIGHT_BYTES, GRAD_BYTES, OPTIMIZER_BYTES)
+    weights, gradients, optimizer = sharded_state_bytes(spec, params - experts, experts, per_param)
+    if par.sharding_stage == 3:  # gathered units in flight: the one in use and the prefetched one,
+        unit = largest_unit_parameters(spec, stage)  # and the unsharded gradients of one
+        weights += 2 * WEIGHT_BYTES * unit
+        gradients += GRAD_BYTES * unit
     activations = activation_bytes_per_layer(spec) * peak_layers_in_flight(
         spec, stage, chunk_layers, num_micro_batches
     )
@@ -103,9 +119,7 @@ def estimate(
         )
     if stage == par.pp - 1:  # logits in BF16 plus FP32 softmax for the loss
         activations += par.micro_batch_size * model.seq_len * model.vocab_size / par.tp * 6
-    return MemoryEstimate(
-        params * WEIGHT_BYTES, params * GRAD_BYTES, params * OPTIMIZER_BYTES * optimizer_share, activations
-    )
+    return MemoryEstimate(weights, gradients, optimizer, activations)
 
 
 def check_memory(spec: Spec, layout: Layout, partition: Partition) -> None:
@@ -127,7 +141,7 @@ def check_memory(spec: Spec, layout: Layout, partition: Partition) -> None:
                     f"stage {stage} of replica {replica} on {device.spec.gpu.name} (node group "
                     f"{device.group_name!r}, rank {device.rank}) needs {need.total / BYTES_PER_GIB:.1f} GiB "
                     f"but has {device.spec.gpu.memory_gib:g} GiB ({need.describe()}); try more pipeline "
-                    "stages, sequence_parallel, recompute or distributed_optimizer"
+                    "stages, sequence_parallel, recompute, distributed_optimizer or a higher zero_stage"
                     + (", or fewer virtual_stages" if spec.parallelism.virtual_stages > 1 else ""),
                 )
 

@@ -210,3 +210,15 @@ def _experts_backward(x: Shape) -> list[LayerStep]:
 def expert_parameters_per_layer(num_experts: int, hidden: int, ffn: int, gated: bool) -> int:
     """Weights of all routed experts of one layer (no biases, as Megatron-core's grouped experts)."""
     return num_experts * (3 if gated else 2) * hidden * ffn
+
+
+def moe_activation_bytes(x: Shape) -> float:
+    """What a MoE layer stores for its backward, per micro-batch on one rank (its routed part; the
+    shared experts count as a dense MLP): the router's input and FP32 scores, the permuted copies and
+    the expert outputs the unpermutation scales (T·k rows each), and per processed copy the expert's
+    input, its fc1 output and its fc2 input (Megatron-core saves these for the grouped GEMMs' backward)."""
+    m = _moe(x)
+    tokens, copies = _tokens(x), _tokens(x) * m.top_k
+    fc1, inner = _expert_widths(x)
+    routing = tokens * (BYTES_BF16 * x.h + BYTES_FP32 * m.experts) + 2 * BYTES_BF16 * copies * x.h
+    return routing + expert_tokens(x) * BYTES_BF16 * (x.h + fc1 + inner)

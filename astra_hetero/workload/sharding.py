@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from astra_hetero.spec.schema import Spec
+from astra_hetero.workload.costs import expert_parameters_on_rank, parameter_counts
 from astra_hetero.workload.gradsync import (
     DataParallelStream,
     PassLike,
@@ -111,3 +113,43 @@ class ShardedUnits:
 
     def after_step(self, last: int) -> None:
         del last  # the next iteration gathers what it uses
+
+
+def data_parallel_sizes(spec: Spec) -> tuple[int, int]:
+    """(ranks sharing the dense weights: dp·cp, ranks sharing the experts: tp·cp·dp / (ep·etp))."""
+    par = spec.parallelism
+    dense = par.dp * par.cp
+    if spec.model.moe is None:
+        return dense, dense
+    return dense, par.tp * par.cp * par.dp // (par.ep * par.expert_tp)
+
+
+def sharded_state_bytes(
+    spec: Spec, dense_params: float, expert_params: float, per_param: tuple[float, float, float]
+) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer states) in bytes on one rank holding these parameters, at
+    `per_param` bytes each unsharded: ZeRO-1 shards the optimizer states over the data-parallel ranks,
+    ZeRO-2 the gradients too (plus the two buckets in flight), ZeRO-3 the weights too (the gathered
+    units are the memory estimate's)."""
+    par = spec.parallelism
+    stage = par.sharding_stage
+    dense_ranks, expert_ranks = data_parallel_sizes(spec)
+    whole = dense_params + expert_params
+    shard = dense_params / dense_ranks + expert_params / expert_ranks
+    weight, grad, optimizer = per_param
+    gradients = grad * (shard if stage >= 2 else whole)
+    if stage == 2:
+        gradients += 2 * par.dp_bucket_mib * 1024**2
+    return weight * (shard if stage >= 3 else whole), gradients, optimizer * (shard if stage >= 1 else whole)
+
+
+def largest_unit_parameters(spec: Spec, stage: int) -> float:
+    """Parameters on one rank of the stage's largest ZeRO-3 unit (a layer, the embedding, the head)."""
+    model, par = spec.model, spec.parallelism
+    counts = parameter_counts(model)
+    units = [counts.per_layer / par.tp + expert_parameters_on_rank(model, par)]
+    if stage == 0:
+        units.append(counts.embedding / par.tp)
+    if stage == par.pp - 1:
+        units.append((counts.head + counts.final_norm) / par.tp)
+    return max(units)
