@@ -24,10 +24,22 @@ class Shape:
     tp: int
     pp: int
     dp: int
+    cp: int = 1
+
+    @property
+    def cell(self) -> int:
+        """GPUs of one pipeline cell: the TP groups of its CP ranks."""
+        return self.tp * self.cp
 
     @property
     def num_gpus(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.cell * self.pp * self.dp
+
+    @property
+    def label(self) -> str:
+        """`tp2·pp2·dp2`, or `tp2·cp2·pp2·dp2` with context parallelism."""
+        cp = f"·cp{self.cp}" if self.cp > 1 else ""
+        return f"tp{self.tp}{cp}·pp{self.pp}·dp{self.dp}"
 
     @property
     def num_cells(self) -> int:
@@ -55,6 +67,10 @@ class Plan:
     def dp(self) -> int:
         return self.shape.dp
 
+    @property
+    def cp(self) -> int:
+        return self.shape.cp
+
     def option(self, name: str, default: Any = None) -> Any:
         return dict(self.options).get(name, default)
 
@@ -72,14 +88,15 @@ class Plan:
     def label(self) -> str:
         """`tp2·pp2·dp2 mbs=1 1f1b sp [h100 h100 | a100 a100] layers 7 1`."""
         return (
-            f"tp{self.tp}·pp{self.pp}·dp{self.dp} {describe_options(self.options)} [{self.mapping_text}] "
+            f"{self.shape.label} {describe_options(self.options)} [{self.mapping_text}] "
             f"layers {' '.join(map(str, self.layers))}"
         )
 
 
 def parallelism_for(base: Spec, shape: Shape, options: tuple[tuple[str, Any], ...]) -> ParallelismSpec:
     """The spec's parallelism section with the shape and options put in (validated: SpecError)."""
-    data = {**base.parallelism.model_dump(), "tp": shape.tp, "pp": shape.pp, "dp": shape.dp, **dict(options)}
+    degrees = {"tp": shape.tp, "pp": shape.pp, "dp": shape.dp, "cp": shape.cp}
+    data = {**base.parallelism.model_dump(), **degrees, **dict(options)}
     try:
         return ParallelismSpec.model_validate(data)
     except ValidationError as exc:

@@ -41,6 +41,15 @@ def _as_written(field: str) -> Callable[[Spec], tuple[Any, ...]]:
     return lambda spec: (getattr(spec.parallelism, field),)
 
 
+def _expert_degrees(spec: Spec) -> tuple[int, ...]:
+    """MoE models: powers of two dividing the expert count (the spec checks reject those that do not
+    divide a stage's GPUs); dense models: as written (1)."""
+    moe = spec.model.moe
+    if moe is None:
+        return (spec.parallelism.ep,)
+    return tuple(e for e in (1, 2, 4, 8, 16, 32, 64) if moe.num_experts % e == 0)
+
+
 def _micro_batch_sizes(spec: Spec) -> tuple[int, ...]:
     """Powers of two up to 8 that divide the global batch (larger ones rarely pay and cost memory)."""
     return tuple(b for b in (1, 2, 4, 8) if spec.parallelism.global_batch_size % b == 0)
@@ -69,6 +78,18 @@ DIMENSIONS: tuple[Dimension, ...] = (
         "overlap-param",
         lambda shape: shape.dp == 1,
     ),
+    Dimension("ep", _expert_degrees, "ep"),
+    Dimension("etp", _as_written("etp"), "etp"),
+    Dimension("moe_token_dispatcher", _as_written("moe_token_dispatcher"), ""),
+    Dimension("cp_comm", _as_written("cp_comm"), "cp-comm", lambda shape: shape.cp == 1),
+    # Transformer Engine's overlap needs sequence parallelism: the spec checks reject it without
+    Dimension("tp_comm_overlap", lambda spec: (False, True), "tp-overlap", lambda shape: shape.tp == 1),
+    Dimension(
+        "overlap_p2p_comm", _as_written("overlap_p2p_comm"), "overlap-p2p", lambda shape: shape.pp == 1
+    ),
+    # searched when `search:` lists stages; contradictions with distributed_optimizer are spec errors
+    Dimension("zero_stage", _as_written("zero_stage"), "zero"),
+    Dimension("fsdp", _as_written("fsdp"), "fsdp"),
 )
 
 

@@ -44,9 +44,7 @@ def _label(row: Row) -> str:
     tag = {"baseline": " (baseline)", "spec": " (spec)"}.get(row.trial.source, "")
     plan = row.trial.plan
     mapping = plan.mapping_text if len(plan.mapping_text) <= 28 else plan.mapping_text[:26] + "…"
-    return (
-        f"#{row.values['rank']}{tag} tp{plan.tp}·pp{plan.pp}·dp{plan.dp} [{mapping}] L {row.values['layers']}"
-    )
+    return f"#{row.values['rank']}{tag} {plan.shape.label} [{mapping}] L {row.values['layers']}"
 
 
 def plot_best_plans(rows: list[Row], path: Path) -> Path:

@@ -43,11 +43,12 @@ class DeviceClass:
     def memory_gib(self) -> float:
         return self.spec.gpu.memory_gib
 
-    def cells(self, tp: int, across_nodes: bool) -> int:
-        """How many TP groups of `tp` GPUs the class can hold (each inside one node unless allowed)."""
+    def cells(self, tp: int, across_nodes: bool, cp: int = 1) -> int:
+        """How many cells of tp·cp GPUs the class can hold (each TP group inside one node unless
+        allowed; the CP ranks of a cell may span nodes)."""
         if not across_nodes and self.spec.gpus_per_node % tp:
             return 0
-        return sum(n // tp for n in self.group_gpus)
+        return sum(n // (tp * cp) for n in self.group_gpus)
 
 
 @dataclass(frozen=True)

@@ -39,4 +39,5 @@ NARROW = {
     "sequence_parallel": False,
     "recompute": "none",
     "distributed_optimizer": False,
+    "tp_comm_overlap": False,
 }
