@@ -63,21 +63,30 @@ class Shared:
             self._blocks[key] = found
         return found
 
-    def times(self, device_class: int, spec: Spec, floor: bool = False) -> ClassTimes:
+    def times(
+        self,
+        device_class: int,
+        spec: Spec,
+        floor: bool = False,
+        members: tuple[tuple[str, tuple[int, ...]], ...] | None = None,
+    ) -> ClassTimes:
         """TP collectives timed on the class's first cell (the class's nodes are alike); the other
-        groups' collectives and ring transfers on representative members among the class's GPUs, or
-        (`floor`, for the bounds) at nothing."""
+        groups' collectives and ring transfers on `members` (role → ranks; default: representative
+        members among the class's GPUs), or (`floor`, for the bounds) at nothing."""
         par = spec.parallelism
-        key = (device_class, shape_of(spec.model, par, spec.compute.attention), par.recompute, floor)
+        shape = shape_of(spec.model, par, spec.compute.attention)
+        key = (device_class, shape, par.recompute, floor, members)
         found = self._times.get(key)
         if found is None:
-            members = self.role_members(device_class, par)
+            chosen = self.role_members(device_class, par)
+            chosen.update(dict(members or ()))
+            members_of = chosen
 
             def comm_ns(c: Collective | Transfer) -> float:
                 if isinstance(c, Transfer):
-                    pair = members.get("cp_pair", ())
+                    pair = members_of.get("cp_pair", ())
                     return 0.0 if floor or len(pair) < 2 else self.comm.alone_ns(Op(pair, P2P, c.bytes))
-                ranks = members.get(c.group, ())
+                ranks = members_of.get(c.group, ())
                 if len(ranks) < 2 or (floor and c.group != "tp"):
                     return 0.0
                 return self.comm.alone_ns(Op(ranks, c.kind, trace_size(c.kind, c.bytes, len(ranks))))
@@ -135,6 +144,10 @@ class OptionContext:
     @cached_property
     def times(self) -> dict[int, ClassTimes]:
         return {c.index: self.shared.times(c.index, self.spec) for c in self.problem.classes}
+
+    def times_with(self, device_class: int, members: tuple[tuple[str, tuple[int, ...]], ...]) -> ClassTimes:
+        """The class's times with the expert groups a candidate's layout forms (see `stage_members`)."""
+        return self.shared.times(device_class, self.spec, members=members or None)
 
     @cached_property
     def floor_times(self) -> dict[int, ClassTimes]:

@@ -14,6 +14,30 @@ def check_modern_parallelism(spec: Spec) -> None:
     _check_context_parallel(spec)
     _check_experts(spec)
     _check_tp_overlap(spec)
+    _check_lockstep(spec)
+
+
+def _check_lockstep(spec: Spec) -> None:
+    """Replicas whose collectives meet inside every pass or after every micro-batch (an expert group
+    wider than a cell; ZeRO-2 and -3) run the same micro-batches: `auto` keeps them equal, a list must."""
+    par = spec.parallelism
+    wide_experts = spec.model.moe is not None and par.ep * par.expert_tp > par.model_parallel_cell
+    if not (wide_experts or par.sharding_stage >= 2):
+        return
+    why = (
+        f"an expert group of ep·etp = {par.ep * par.expert_tp} GPUs spans replicas"
+        if wide_experts
+        else f"ZeRO-{par.sharding_stage} reduces every micro-batch's gradients over the replicas"
+    )
+    batches = spec.partition.micro_batches
+    total = par.global_batch_size // par.micro_batch_size
+    if isinstance(batches, list) and len(set(batches)) > 1:
+        raise SpecError("partition.micro_batches", f"{why}: every replica must run as many micro-batches")
+    if batches == "auto" and total % par.dp:
+        raise SpecError(
+            "partition.micro_batches",
+            f"{why}, so auto splits the {total} micro-batches evenly, which dp={par.dp} does not divide",
+        )
 
 
 def _check_context_parallel(spec: Spec) -> None:
@@ -69,20 +93,6 @@ def _check_experts(spec: Spec) -> None:
         raise SpecError(
             "parallelism.sequence_parallel",
             "MoE layers with tp > 1 need sequence_parallel (as Megatron-core requires)",
-        )
-    if par.ep * etp > par.model_parallel_cell and spec.partition.micro_batches == "auto":
-        raise SpecError(
-            "partition.micro_batches",
-            f"an expert group of ep·etp = {par.ep * etp} GPUs spans replicas (a cell has "
-            f"{par.model_parallel_cell}), which must then run the same micro-batches together; "
-            "use uniform (or an equal list)",
-        )
-    batches = spec.partition.micro_batches
-    if par.ep * etp > par.model_parallel_cell and isinstance(batches, list) and len(set(batches)) > 1:
-        raise SpecError(
-            "partition.micro_batches",
-            f"an expert group of ep·etp = {par.ep * etp} GPUs spans replicas, which must run the "
-            "same number of micro-batches",
         )
 
 
