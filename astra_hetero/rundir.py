@@ -141,13 +141,6 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
-def publish(root: Path, *, force: bool = False, entries: tuple[str, ...] = ()) -> Any:
-    """Publish a whole directory (see `outputs.publish`): yields an empty staging directory."""
-    from astra_hetero.outputs import publish as publish_output
-
-    return publish_output(root, force=force, entries=entries)
-
-
 def inside(root: Path, relative: str | Path, what: str) -> Path:
     """`root / relative`, refused (RunDirError) if it leads outside `root` by `..` or a symlink."""
     path = Path(root) / relative

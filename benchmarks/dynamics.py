@@ -26,9 +26,11 @@ from pathlib import Path
 
 from astra_hetero.backends.embedded.backend import EmbeddedBackend
 from astra_hetero.backends.embedded.dynamic_run import fold_for_events
-from astra_hetero.backends.embedded.dynamics_input import read_dynamics
-from astra_hetero.backends.embedded.engine import Engine
-from astra_hetero.backends.embedded.rundir_reader import read_run_dir
+from astra_hetero.backends.embedded.engine.simulated import setup
+from astra_hetero.backends.embedded.engine.static import Engine
+from astra_hetero.backends.embedded.output import run_output
+from astra_hetero.backends.embedded.rundir.dynamics import read_dynamics
+from astra_hetero.backends.embedded.rundir.reader import read_run_dir
 from astra_hetero.pipeline import build_run_dir
 from astra_hetero.spec import load_spec
 
@@ -79,13 +81,12 @@ def cpu_same_classes(run_dir: Path) -> float:
     """CPU seconds of the static engine on the classes the directory's events ask for, no event run."""
     started = time.process_time()
     gc.disable()  # as the backend's own run does
-    backend = EmbeddedBackend(timeline=False)
     sim = read_run_dir(run_dir)
     dynamics = read_dynamics(run_dir, sim.num_ranks, sim.topology.num_links // 2)
-    folding = fold_for_events(backend, sim, dynamics) if not dynamics.of_kind("jitter") else None
-    workload, comm, simulated = backend.setup(sim, folding)
+    folding = fold_for_events(sim, dynamics) if not dynamics.of_kind("jitter") else None
+    workload, comm, simulated = setup(sim, folding)
     outcome = Engine(workload, comm, sim.max_comm_in_flight).run()
-    backend.output(sim, simulated, outcome, 0.0)
+    run_output(sim, simulated, outcome, 0.0, timeline=False)
     gc.enable()
     return time.process_time() - started
 

@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 from astra_hetero import rundir
-from astra_hetero.backends.embedded.comm_inputs import CommInputs
-from astra_hetero.backends.embedded.nccl_plans import NcclCommPlanner
-from astra_hetero.backends.embedded.routing import Router
-from astra_hetero.backends.embedded.topology import read_topology
+from astra_hetero.backends.embedded.network.nccl import NcclCommPlanner
+from astra_hetero.backends.embedded.network.routing import Router
+from astra_hetero.backends.embedded.rundir.comm_inputs import CommInputs
+from astra_hetero.backends.embedded.rundir.topology import read_topology
 from astra_hetero.spec import parse_spec
 from astra_hetero.spec.devices import enumerate_devices
 from astra_hetero.topology import write_topology

@@ -14,11 +14,12 @@ from pathlib import Path
 
 from astra_hetero.cli.options import add_force_argument
 from astra_hetero.errors import RunDirError
+from astra_hetero.outputs import publish
 from astra_hetero.results.compare import RunSummary, report_json, summarize
 from astra_hetero.results.io import read_result
 from astra_hetero.results.model import RunResult
 from astra_hetero.results.report import comparison_tables, summary_tables, to_markdown, to_text
-from astra_hetero.rundir import publish, write_json_atomic, write_text_atomic
+from astra_hetero.rundir import write_json_atomic, write_text_atomic
 
 REPORT_DIR = "report"
 REPORT_ENTRIES = ("report.json", "report.md", "stages.png", "iteration.png")

@@ -23,7 +23,7 @@ def _whole(low: int, high: int) -> Any:
     return Annotated[int, Field(strict=True, ge=low, le=high)]
 
 
-# The bounds are shared with the run-directory reader (backends/embedded/dynamics_input.py).
+# The bounds are shared with the run-directory reader (backends/embedded/rundir/dynamics.py).
 # Slower than 1/1000 is an outage, not a slowdown: it would stretch a 1 ms kernel or transfer past
 # a simulated quarter of an hour, and 1e-300 past the engine's clock. An outage is factor 0 (links).
 SLOWEST = 1e-3

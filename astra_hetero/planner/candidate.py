@@ -13,37 +13,11 @@ from pydantic import ValidationError
 
 from astra_hetero.errors import SpecError
 from astra_hetero.planner.dimensions import describe_options
+from astra_hetero.planner.shape import Shape
 from astra_hetero.spec.load import spec_error_from_validation
 from astra_hetero.spec.schema import MappingSpec, ParallelismSpec, PartitionSpec, Spec
 
 Grid = tuple[tuple[str, ...], ...]
-
-
-@dataclass(frozen=True)
-class Shape:
-    tp: int
-    pp: int
-    dp: int
-    cp: int = 1
-
-    @property
-    def cell(self) -> int:
-        """GPUs of one pipeline cell: the TP groups of its CP ranks."""
-        return self.tp * self.cp
-
-    @property
-    def num_gpus(self) -> int:
-        return self.cell * self.pp * self.dp
-
-    @property
-    def label(self) -> str:
-        """`tp2·pp2·dp2`, or `tp2·cp2·pp2·dp2` with context parallelism."""
-        cp = f"·cp{self.cp}" if self.cp > 1 else ""
-        return f"tp{self.tp}{cp}·pp{self.pp}·dp{self.dp}"
-
-    @property
-    def num_cells(self) -> int:
-        return self.pp * self.dp
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,11 @@
 """Communication times for the planner, read off the simulator's own communication model.
 
-The embedded engine turns every collective and transfer into phases on the cluster's links: the NCCL-like
-model (`backends/embedded/nccl_plans.py`, whose prices are `astra_hetero.comm.tuning`'s: NCCL's algorithm
-and protocol choice, latencies and achievable bandwidths on the rings it lays out) or the ideal model
-(`backends/embedded/plans.py`), as the spec's `collectives` section selects. The planner builds the same
-topology, router and communication planner once per problem, in memory, and times operations with them:
+The embedded engine turns every collective and transfer into phases on the cluster's links: the
+NCCL-like model (`backends/embedded/network/nccl.py`, whose prices are `astra_hetero.comm.tuning`'s:
+NCCL's algorithm and protocol choice, latencies and achievable bandwidths on the rings it lays out) or
+the ideal model (`backends/embedded/network/ideal.py`), as the spec's `collectives` section selects.
+The planner builds the same topology, router and communication planner once per problem, in memory,
+and times operations with them:
 
 - `alone_ns`: the operation with the network to itself, exactly as the engine times it (latency, data
   at its solo rate, reduction through memory). The engine never gives a flow more than its solo rate
@@ -23,12 +24,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from astra_hetero.backends.embedded.comm_inputs import CommInputs
-from astra_hetero.backends.embedded.nccl_plans import NcclCommPlanner
-from astra_hetero.backends.embedded.network import Flow, FlowNetwork
-from astra_hetero.backends.embedded.plans import CommPlanner, PhasePlan
-from astra_hetero.backends.embedded.routing import Router
-from astra_hetero.backends.embedded.topology import parse_topology
+from astra_hetero.backends.embedded.network.flows import Flow, FlowNetwork
+from astra_hetero.backends.embedded.network.ideal import IdealCommPlanner
+from astra_hetero.backends.embedded.network.nccl import NcclCommPlanner
+from astra_hetero.backends.embedded.network.phases import PhasePlan
+from astra_hetero.backends.embedded.network.routing import Router
+from astra_hetero.backends.embedded.rundir.comm_inputs import CommInputs
+from astra_hetero.backends.embedded.rundir.topology import parse_topology
 from astra_hetero.comm.measured import ScopedTable
 from astra_hetero.comm.nccl_tests import parse_nccl_tests
 from astra_hetero.spec.devices import Device
@@ -50,7 +52,7 @@ class Op:
 
 
 def trace_size(kind: str, buffer_bytes: float, num_ranks: int) -> int:
-    """The comm_size the generator writes for a collective of this full buffer (workload/graph.py)."""
+    """The comm_size the generator writes for a collective of this full buffer (workload/program.py)."""
     return int(buffer_bytes / num_ranks if kind == "all_gather" else buffer_bytes)
 
 
@@ -62,7 +64,7 @@ class CommModel:
         machines = [d.node for d in devices]
         collectives = spec.collectives
         self.model = collectives.model
-        self.planner: CommPlanner | NcclCommPlanner
+        self.planner: IdealCommPlanner | NcclCommPlanner
         if collectives.model == "nccl":
             inputs = CommInputs(
                 "nccl",
@@ -76,7 +78,7 @@ class CommModel:
             self.planner = NcclCommPlanner(router, machines, inputs)
         else:
             memory = [d.spec.gpu.hbm_tbps * d.spec.gpu.compute_multiplier * 1000 for d in devices]
-            self.planner = CommPlanner(router, machines, collectives.resolved_algorithm, memory)
+            self.planner = IdealCommPlanner(router, machines, collectives.resolved_algorithm, memory)
         self._alone: dict[Op, int] = {}
         self._together: dict[tuple[Op, ...], int] = {}
 

@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from astra_hetero.planner.candidate import Shape, parallelism_for
+from astra_hetero.planner.candidate import parallelism_for
 from astra_hetero.planner.comm import P2P, CommModel, Op, trace_size
 from astra_hetero.planner.costs import ClassTimes, class_times
 from astra_hetero.planner.problem import Problem
+from astra_hetero.planner.shape import Shape
 from astra_hetero.spec.devices import Device
 from astra_hetero.spec.schema import ParallelismSpec, Spec
 from astra_hetero.units import BYTES_PER_GIB

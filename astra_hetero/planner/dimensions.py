@@ -13,12 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from astra_hetero.planner.shape import Shape
 from astra_hetero.spec.schema import ParallelismSpec, Spec
-
-if TYPE_CHECKING:
-    from astra_hetero.planner.candidate import Shape
 from astra_hetero.workload.schedule import SCHEDULES
 
 

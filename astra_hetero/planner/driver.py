@@ -10,13 +10,14 @@ from astra_hetero.errors import AstraHeteroError, BackendUnavailable
 from astra_hetero.planner.base import Budget, Progress, Quiet, SearchOutcome, Trial
 from astra_hetero.planner.baseline import HomogeneousBaseline
 from astra_hetero.planner.cache import PlanCache
-from astra_hetero.planner.candidate import Plan, Shape
+from astra_hetero.planner.candidate import Plan
 from astra_hetero.planner.dimensions import option_names
 from astra_hetero.planner.evaluate import Evaluator
 from astra_hetero.planner.feasibility import Infeasible
 from astra_hetero.planner.pool import Walk
 from astra_hetero.planner.problem import Problem
 from astra_hetero.planner.search import BranchAndBound, Exhaustive, run_batch
+from astra_hetero.planner.shape import Shape
 from astra_hetero.planner.space import spec_grid
 from astra_hetero.spec.load import check_consistency
 from astra_hetero.workload.generate import plan_workload

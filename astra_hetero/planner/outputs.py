@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from astra_hetero import rundir
 from astra_hetero.errors import InfeasiblePlan
+from astra_hetero.outputs import publish
 from astra_hetero.planner.candidate import plan_spec
 from astra_hetero.planner.driver import PlanReport
 from astra_hetero.planner.feasibility import DESCRIPTIONS, Reason
@@ -48,7 +48,7 @@ def write_outputs(report: PlanReport, out: Path, plots: bool = True) -> dict[str
     best_data = best_spec_data(report)  # raises before anything is written when there is no plan
     rows = plan_rows(report)
     out = Path(out)
-    with rundir.publish(out) as staging:
+    with publish(out) as staging:
         (staging / BEST).write_text(_best_header(report) + yaml.safe_dump(best_data, sort_keys=False))
         (staging / PLANS).write_text(plans_csv(rows))
         images = write_plots(report, rows, staging) if plots else []

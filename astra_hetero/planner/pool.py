@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from astra_hetero.errors import SpecError
 from astra_hetero.planner.base import Progress, Trial
-from astra_hetero.planner.candidate import Grid, Plan, Shape
+from astra_hetero.planner.candidate import Grid, Plan
 from astra_hetero.planner.context import Contexts, OptionContext
 from astra_hetero.planner.dimensions import work_rank
 from astra_hetero.planner.estimate import Cell, assess, branch_bound
@@ -31,6 +31,7 @@ from astra_hetero.planner.feasibility import (
     spec_infeasible,
 )
 from astra_hetero.planner.problem import Problem
+from astra_hetero.planner.shape import Shape
 from astra_hetero.planner.space import Family, families, option_sets, shapes
 from astra_hetero.planner.splits import representative_split, splits
 from astra_hetero.spec.schema import PartitionSpec

@@ -16,10 +16,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from astra_hetero.planner.candidate import Grid, Shape
+from astra_hetero.planner.candidate import Grid
 from astra_hetero.planner.dimensions import active_dimensions
 from astra_hetero.planner.problem import DeviceClass, Problem
 from astra_hetero.planner.settings import allowed
+from astra_hetero.planner.shape import Shape
 from astra_hetero.spec.schema import ParallelismSpec
 
 Column = tuple[int, ...]  # device class per stage

@@ -5,10 +5,10 @@ exactly one point. Each error names the field and says what would be valid."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from astra_hetero.backends.base import backend_names
 from astra_hetero.errors import SpecError
+from astra_hetero.studies.axes import AxisInfo, value_label
 from astra_hetero.studies.columns import METRIC_NAMES, METRICS, Column
 from astra_hetero.studies.schema import (
     Derived,
@@ -19,9 +19,6 @@ from astra_hetero.studies.schema import (
     Variant,
     Where,
 )
-
-if TYPE_CHECKING:
-    from astra_hetero.studies.plan import AxisInfo
 
 RESERVED = ("point", "backend", "status", "run_dir", "error")
 DERIVED_UNITS = {"percent_difference": "%", "ratio": "x"}
@@ -145,8 +142,6 @@ def _check_column(name: str, columns: dict[str, Column], where: str) -> None:
 
 
 def _check_where(where_values: Where, axes: dict[str, AxisInfo], where: str) -> None:
-    from astra_hetero.studies.plan import value_label
-
     for name, wanted in where_values.items():
         _check_axis(name, axes, f"{where}.{name}")
         for value in wanted if isinstance(wanted, list) else [wanted]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,32 +22,10 @@ from astra_hetero.planner.settings import SearchSettings
 from astra_hetero.spec import Spec
 from astra_hetero.spec.load import spec_error_from_validation
 from astra_hetero.spec.yamlfile import read_yaml
+from astra_hetero.studies.axes import AxisInfo, AxisLevel, value_label
+from astra_hetero.studies.checks import check_study
 from astra_hetero.studies.schema import ParameterAxis, PlanTransform, Reduced, StudyFile, Transform, Variant
 from astra_hetero.sweep.plan import SweepPoint, base_data, set_path
-
-
-@dataclass(frozen=True)
-class AxisLevel:
-    label: str  # the CSV cell and the name part: a variant's name, or a value written out
-    value: Any  # the parameter value (numbers plot on a numeric axis), or the variant's name
-    description: str = ""
-    variant: Variant | None = None
-
-
-@dataclass(frozen=True)
-class AxisInfo:
-    name: str
-    levels: tuple[AxisLevel, ...]
-    description: str = ""
-    path: str | None = None  # parameter axes: the spec path they set
-
-    @property
-    def labels(self) -> tuple[str, ...]:
-        return tuple(level.label for level in self.levels)
-
-    @property
-    def numeric(self) -> bool:
-        return all(isinstance(v.value, int | float) and not isinstance(v.value, bool) for v in self.levels)
 
 
 @dataclass(frozen=True)
@@ -89,8 +66,6 @@ def load_study(path: str | Path, reduced: bool = False) -> Study:
 
 
 def plan_study(data: Any, directory: Path, reduced: bool = False, source: Path | None = None) -> Study:
-    from astra_hetero.studies.checks import check_study
-
     if not isinstance(data, dict):
         raise SpecError("", f"a study file must be a mapping, got {type(data).__name__}")
     data = import_axes(data, directory)
@@ -157,17 +132,6 @@ def _import_axis(name: str, axis: dict[str, Any], directory: Path) -> Any:
             f"{where}.from", f"{path} imports axis {wanted!r} in turn; import it from where it is defined"
         )
     return found
-
-
-def value_label(value: Any) -> str:
-    """How an axis value is written in the CSV, in `where:` filters and in point names."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    if isinstance(value, int | float | str):
-        return str(value)
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def _axis_info(name: str, axis: list[Variant] | ParameterAxis) -> AxisInfo:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from astra_hetero import rundir
+from astra_hetero.outputs import publish
 from astra_hetero.results.report import TextTable, format_number, to_markdown
 from astra_hetero.studies.columns import Column, display_unit
 from astra_hetero.studies.schema import TableLayout
@@ -33,7 +33,7 @@ def write_report(table: ResultsTable, out: Path, study_file: Path | None = None)
     out = Path(out)
     drawn: list[tuple[str, str]] = []
     skipped: list[str] = []
-    with rundir.publish(out) as staging:
+    with publish(out) as staging:
         (staging / CSV_NAME).write_text(csv_text(table))
         for layout in table.study.file.figures:
             if render_figure(layout, table, staging / f"{layout.name}.png") is None:

@@ -15,9 +15,10 @@ from astra_hetero import rundir
 from astra_hetero.backends.astrasim.ns3_outputs import read_ns3_outputs
 from astra_hetero.errors import AstraHeteroError
 from astra_hetero.results.io import read_result
+from astra_hetero.studies.axes import value_label
 from astra_hetero.studies.checks import columns_of
 from astra_hetero.studies.columns import Column, result_metrics
-from astra_hetero.studies.plan import Study, value_label
+from astra_hetero.studies.plan import Study
 from astra_hetero.studies.run import StudyOutcome
 from astra_hetero.studies.schema import Derived
 from astra_hetero.sweep.run import first_line

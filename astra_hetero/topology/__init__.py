@@ -26,7 +26,7 @@ def checked_graph(spec: Spec) -> nx.Graph:
 
 
 def write_topology(spec: Spec, staging: Path, graph: nx.Graph | None = None) -> None:
-    """Write `ns3/` and `analytical/` into `staging`; the caller publishes it (`rundir.publish`).
+    """Write `ns3/` and `analytical/` into `staging`; the caller publishes it (`outputs.publish`).
 
     `analytical/approximations.json` says, per network file, what ASTRA-sim could not be told about
     this cluster (empty for a homogeneous one): the ASTRA-sim backends copy it into their results.

@@ -16,11 +16,11 @@ from functools import lru_cache
 from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
 
 from astra_hetero.chakra_io import COLL, COMP, RECV, SEND, collective_type, frame, metadata_record, pb
-from astra_hetero.workload.graph import COLL as K_COLL
-from astra_hetero.workload.graph import COMP as K_COMP
-from astra_hetero.workload.graph import RECV as K_RECV
-from astra_hetero.workload.graph import SEND as K_SEND
-from astra_hetero.workload.graph import RankGraph, TraceNode
+from astra_hetero.workload.program import COLL as K_COLL
+from astra_hetero.workload.program import COMP as K_COMP
+from astra_hetero.workload.program import RECV as K_RECV
+from astra_hetero.workload.program import SEND as K_SEND
+from astra_hetero.workload.program import RankGraph, TraceNode
 
 _NODE_TYPES = {K_COMP: COMP, K_COLL: COLL, K_SEND: SEND, K_RECV: RECV}
 

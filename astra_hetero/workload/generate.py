@@ -26,11 +26,12 @@ from astra_hetero.workload.costs import (
     stage_parameters,
 )
 from astra_hetero.workload.encode import ClassEncoder, RankBinding, encode_compute
-from astra_hetero.workload.graph import COMP, RankContext, RankGraph, TraceNode, build_rank_graph
+from astra_hetero.workload.graph import build_rank_graph
 from astra_hetero.workload.invariants import ClassSummary, check_bound, summarize
 from astra_hetero.workload.layout import Layout, Placement, build_layout
 from astra_hetero.workload.memory import check_memory, max_layers_that_fit
 from astra_hetero.workload.partition import Partition, build_partition, micro_batch_group
+from astra_hetero.workload.program import COMP, RankContext, RankGraph, TraceNode
 from astra_hetero.workload.schedule import stage_steps
 from astra_hetero.workload.scope import scoped
 from astra_hetero.workload.timing import DeviceCostModel

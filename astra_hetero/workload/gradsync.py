@@ -35,12 +35,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+from astra_hetero.workload.program import RankContext, RankGraph
 from astra_hetero.workload.schedule import BACKWARD, Step
-
-if TYPE_CHECKING:
-    from astra_hetero.workload.graph import RankContext, RankGraph
 
 
 class PassLike(Protocol):

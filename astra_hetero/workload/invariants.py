@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from astra_hetero.workload.encode import RankBinding
-from astra_hetero.workload.graph import COLL, RECV, SEND, RankGraph
+from astra_hetero.workload.program import COLL, RECV, SEND, RankGraph
 
 
 class WorkloadInvariantError(AssertionError):

@@ -29,7 +29,7 @@ from astra_hetero.workload.gradsync import (
 )
 
 if TYPE_CHECKING:
-    from astra_hetero.workload.graph import RankContext, RankGraph
+    from astra_hetero.workload.program import RankContext, RankGraph
 
 
 class ShardedUnits:

@@ -157,7 +157,7 @@ def test_the_spec_written_into_a_run_directory_loads_back_with_its_events(tmp_pa
 def test_a_hand_written_dynamics_file_is_held_to_the_specs_bounds(tmp_path, change):
     """dynamics.json is input like a spec: what the spec refuses, the reader refuses (RunDirError,
     exit 2), never a number that overflows the engine's clock."""
-    from astra_hetero.backends.embedded.dynamics_input import read_dynamics
+    from astra_hetero.backends.embedded.rundir.dynamics import read_dynamics
     from astra_hetero.errors import RunDirError
 
     event = {"index": 0, "start_ns": 0, "end_ns": None, "ranks": [], **change}

@@ -1,6 +1,6 @@
 import random
 
-from astra_hetero.backends.embedded.events import EventQueue
+from astra_hetero.backends.embedded.engine.events import EventQueue
 
 
 def test_events_pop_by_time_then_priority_then_insertion_order():

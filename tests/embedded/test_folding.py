@@ -155,10 +155,10 @@ def test_under_the_nccl_model_a_folded_collective_is_priced_as_each_of_its_insta
     """A flow class of folded collectives keeps the NCCL plan of every group it stands for: the same
     latency and the same bytes per byte of payload as that group's own plan from an independent
     planner; only its links become link classes loaded with the weight of all its instances."""
-    from astra_hetero.backends.embedded.folding import fold
-    from astra_hetero.backends.embedded.nccl_plans import NcclCommPlanner
-    from astra_hetero.backends.embedded.routing import Router
-    from astra_hetero.backends.embedded.rundir_reader import read_run_dir
+    from astra_hetero.backends.embedded.folding.fold import fold
+    from astra_hetero.backends.embedded.network.nccl import NcclCommPlanner
+    from astra_hetero.backends.embedded.network.routing import Router
+    from astra_hetero.backends.embedded.rundir.reader import read_run_dir
 
     sim = read_run_dir(_symmetric_run(tmp_path / "run", "nccl"))
     assert sim.comm.model == "nccl"

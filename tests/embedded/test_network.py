@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from astra_hetero.backends.embedded.network import Flow, FlowNetwork
+from astra_hetero.backends.embedded.network.flows import Flow, FlowNetwork
 
 
 def _flow(links: dict[int, float], num_bytes: float = 1e6) -> Flow:

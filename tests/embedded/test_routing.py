@@ -10,8 +10,8 @@ from collections import deque
 
 import pytest
 
-from astra_hetero.backends.embedded.routing import Router
-from astra_hetero.backends.embedded.topology import Topology, parse_topology
+from astra_hetero.backends.embedded.network.routing import Router
+from astra_hetero.backends.embedded.rundir.topology import Topology, parse_topology
 from tests.embedded.rundirs import machines, single_switch
 
 

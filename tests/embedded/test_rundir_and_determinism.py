@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from astra_hetero.backends.base import create_backend
-from astra_hetero.backends.embedded.routing import Router
-from astra_hetero.backends.embedded.topology import host_groups, parse_topology
+from astra_hetero.backends.embedded.network.routing import Router
+from astra_hetero.backends.embedded.rundir.topology import host_groups, parse_topology
 from astra_hetero.errors import RunDirError
 from tests.embedded.rundirs import coll, comp, machines, recv, send, single_switch, write_run_dir
 

@@ -3,10 +3,10 @@ split reaches exactly the ranks whose timing depends on the different one."""
 
 from __future__ import annotations
 
-from astra_hetero.backends.embedded.folding import fold
-from astra_hetero.backends.embedded.rundir_reader import read_run_dir
-from astra_hetero.backends.embedded.shapes import read_shapes
-from astra_hetero.backends.embedded.symmetry import rank_classes
+from astra_hetero.backends.embedded.folding.fold import fold
+from astra_hetero.backends.embedded.folding.shapes import read_shapes
+from astra_hetero.backends.embedded.folding.symmetry import rank_classes
+from astra_hetero.backends.embedded.rundir.reader import read_run_dir
 from tests.embedded.folding_checks import symmetric_job
 
 

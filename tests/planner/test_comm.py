@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from astra_hetero import pipeline
-from astra_hetero.backends.embedded.backend import EmbeddedBackend
-from astra_hetero.backends.embedded.engine import Engine
-from astra_hetero.backends.embedded.rundir_reader import read_run_dir
+from astra_hetero.backends.embedded.engine.simulated import setup
+from astra_hetero.backends.embedded.engine.static import Engine
+from astra_hetero.backends.embedded.rundir.reader import read_run_dir
 from astra_hetero.planner.comm import P2P, CommModel, Op
 from astra_hetero.spec import parse_spec
 from astra_hetero.spec.devices import enumerate_devices
@@ -28,7 +28,7 @@ def simulated(tmp_path: Path, model: str, nodes: int = 2, **parallelism: object)
     spec = parse_spec(data)
     run_dir = pipeline.build_run_dir(spec, tmp_path / "run")
     sim = read_run_dir(run_dir.root)
-    workload, comm, _ = EmbeddedBackend(fold=False).setup(sim, None)  # every rank, as written
+    workload, comm, _ = setup(sim, None)  # every rank, as written
     return spec, sim, Engine(workload, comm, sim.max_comm_in_flight).run().comms
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from astra_hetero import pipeline
-from astra_hetero.planner.candidate import Shape
 from astra_hetero.planner.dimensions import DIMENSIONS, active_dimensions
+from astra_hetero.planner.shape import Shape
 from astra_hetero.spec import parse_spec
 from astra_hetero.spec.schema import ParallelismSpec
 from astra_hetero.workload.schedule import SCHEDULES

@@ -9,9 +9,9 @@ from collections import Counter
 
 import pytest
 
-from astra_hetero.planner.candidate import Shape
 from astra_hetero.planner.estimate import Cell
 from astra_hetero.planner.problem import problem_from_data
+from astra_hetero.planner.shape import Shape
 from astra_hetero.planner.space import (
     Family,
     class_grids,

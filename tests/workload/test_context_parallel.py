@@ -16,9 +16,9 @@ from astra_hetero.workload.context_parallel import (
     step_fractions,
 )
 from astra_hetero.workload.generate import class_graph, plan_workload
-from astra_hetero.workload.graph import COLL, RECV, SEND
 from astra_hetero.workload.memory import activation_bytes_per_layer
 from astra_hetero.workload.ops import Collective, Concurrent, Piece, Transfer, shape_of
+from astra_hetero.workload.program import COLL, RECV, SEND
 from tests.conftest import node_group
 
 S, H, HEADS, KV = 8192, 1024, 16, 4

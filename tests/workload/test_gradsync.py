@@ -12,7 +12,7 @@ from astra_hetero.pipeline import build_run_dir
 from astra_hetero.spec import parse_spec
 from astra_hetero.workload.generate import class_graph, plan_workload
 from astra_hetero.workload.gradsync import Bucket, plan_buckets
-from astra_hetero.workload.graph import COLL, COMP
+from astra_hetero.workload.program import COLL, COMP
 from astra_hetero.workload.schedule import BACKWARD, FORWARD, stage_steps
 from tests.conftest import make_spec_data
 

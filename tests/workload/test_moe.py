@@ -11,8 +11,8 @@ from astra_hetero.spec import parse_spec
 from astra_hetero.spec.schema import ModelSpec
 from astra_hetero.workload.costs import Collective, layer_backward, layer_forward, parameter_counts
 from astra_hetero.workload.generate import class_graph, plan_workload
-from astra_hetero.workload.graph import COLL
 from astra_hetero.workload.ops import Op, shape_of
+from astra_hetero.workload.program import COLL
 from tests.conftest import node_group
 
 H, F, E, K, S = 1024, 2048, 8, 2, 1024  # hidden, expert width, experts, top-k, sequence

@@ -10,8 +10,8 @@ from astra_hetero.errors import SpecError
 from astra_hetero.spec import parse_spec
 from astra_hetero.workload.costs import parameter_counts
 from astra_hetero.workload.generate import class_graph, plan_workload
-from astra_hetero.workload.graph import COLL
 from astra_hetero.workload.memory import GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES, estimate
+from astra_hetero.workload.program import COLL
 from astra_hetero.workload.sharding import largest_unit_parameters
 from tests.conftest import TINY_MODEL, node_group
 

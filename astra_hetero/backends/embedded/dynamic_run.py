@@ -1,4 +1,4 @@
-"""The embedded backend on a directory with dynamics or several iterations (see `dynamic_engine`).
+"""The embedded backend on a directory with dynamics or several iterations (see `engine.dynamic`).
 
 Folding stays exact only where every member of a class sees the same events: a device slowdown
 separates the ranks it touches (a key per rank for `fold`), a link event or a background flow the
@@ -10,29 +10,41 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from astra_hetero.backends.embedded.backend import SPAN_KINDS
-from astra_hetero.backends.embedded.dynamic_engine import DynamicEngine, engine_class
-from astra_hetero.backends.embedded.dynamics_input import Dynamics
-from astra_hetero.backends.embedded.folding import Folding, fold
-from astra_hetero.backends.embedded.routing import Router
-from astra_hetero.backends.embedded.rundir_reader import SimInput
-from astra_hetero.backends.embedded.timed import background_flows, bundle_members, link_changes, link_keys
+from astra_hetero.backends.embedded.engine.dynamic import DynamicEngine, engine_class
+from astra_hetero.backends.embedded.engine.simulated import setup
+from astra_hetero.backends.embedded.engine.timed import (
+    background_flows,
+    bundle_members,
+    link_changes,
+    link_keys,
+)
+from astra_hetero.backends.embedded.folding.fold import Folding, fold
+from astra_hetero.backends.embedded.network.routing import Router
+from astra_hetero.backends.embedded.output import SPAN_KINDS, run_output
+from astra_hetero.backends.embedded.rundir.dynamics import Dynamics
+from astra_hetero.backends.embedded.rundir.reader import SimInput
 from astra_hetero.results.model import RunOutput, SharedSpans
-
-if TYPE_CHECKING:
-    from astra_hetero.backends.embedded.backend import EmbeddedBackend
 
 
 def run_dynamic(
-    backend: EmbeddedBackend, sim: SimInput, dynamics: Dynamics, iterations: int, started: float
+    sim: SimInput,
+    dynamics: Dynamics,
+    iterations: int,
+    started: float,
+    *,
+    fold_ranks: bool = True,
+    workers: int | None = None,
+    timeline: bool = True,
 ) -> RunOutput:
+    """The backend's options: `fold_ranks` (its `fold`), `workers`, `timeline`; `started`: when the
+    run began (`time.perf_counter`), for the result's wall time."""
     unfold = bool(dynamics.of_kind("jitter"))
     folding = None
-    if backend.fold and not unfold:
-        folding = fold_for_events(backend, sim, dynamics)
-    workload, comm, simulated = backend.setup(sim, folding)
+    if fold_ranks and not unfold:
+        folding = fold_for_events(sim, dynamics, workers)
+    workload, comm, simulated = setup(sim, folding, workers)
     router = simulated.planner.router
     engine = engine_class(dynamics, sim.comm_overlap_slowdown)(
         workload,
@@ -41,31 +53,31 @@ def run_dynamic(
         iterations,
         router,
         sim.max_comm_in_flight,
-        keep_history=backend.timeline,
+        keep_history=timeline,
         link_class=folding.comm.network.link_class if folding is not None else None,
         comm_slowdown=sim.comm_overlap_slowdown,
     )
     outcome = engine.run()
     ends = _iteration_ends(engine.iteration_ends, iterations)
-    spans = _spans(engine, outcome.start_ns, outcome.end_ns, simulated.row_of) if backend.timeline else None
-    output = backend.output(sim, simulated, outcome, time.perf_counter() - started, ends, spans)
+    spans = _spans(engine, outcome.start_ns, outcome.end_ns, simulated.row_of) if timeline else None
+    output = run_output(sim, simulated, outcome, time.perf_counter() - started, timeline, ends, spans)
     meta = {**output.result.meta, "iterations": iterations}
     if sim.comm_overlap_slowdown:
         meta["comm_overlap_slowdown"] = sim.comm_overlap_slowdown
-    if unfold and backend.fold:
+    if unfold and fold_ranks:
         meta["folding_off"] = "jitter (a draw per rank and kernel): simulated rank by rank"
     result = dataclasses.replace(output.result, events=_event_records(engine, dynamics), meta=meta)
     return RunOutput(result, output.spans)
 
 
-def fold_for_events(backend: EmbeddedBackend, sim: SimInput, dynamics: Dynamics) -> Folding | None:
+def fold_for_events(sim: SimInput, dynamics: Dynamics, workers: int | None = None) -> Folding | None:
     """Folding that keeps apart what the events treat apart: the ranks a device slowdown touches, and
     the links an event changes or a background flow loads (with the flows and ranks that use them)."""
     rank_keys = [tuple(e.index for e in dynamics.events if r in e.ranks) for r in range(sim.num_ranks)]
     router = Router(sim.topology)
     members = bundle_members(router)
     keys = link_keys(link_changes(dynamics, router, members), background_flows(dynamics, router, members))
-    return fold(sim, backend.workers, rank_keys=rank_keys, link_keys=keys, router=router)
+    return fold(sim, workers, rank_keys=rank_keys, link_keys=keys, router=router)
 
 
 def _iteration_ends(per_rank: list[list[int]], iterations: int) -> list[int]:

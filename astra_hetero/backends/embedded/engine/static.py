@@ -1,0 +1,390 @@
+"""The discrete-event engine: per-rank Chakra graphs driving collectives and transfers over the network.
+
+Semantics
+- A node is ready when all its data and control dependencies have completed. A rank runs one compute
+  node at a time (in the order they became ready), for `duration_micros` × 1000 ns.
+- Communication overlaps compute. A collective is matched across its comm group in issue order (the
+  k-th collective a rank issues on a group meets every member's k-th) and starts when every member
+  has issued it. A send starts transferring as soon as it is issued; it completes when its data has
+  arrived. The matching recv (same src, dst, tag, in issue order) completes when the data has arrived
+  and the recv has been issued.
+- Time accounting per rank, over [0, iteration]: `compute` is time running a compute node;
+  `exposed` is time with no compute running while at least one communication of the rank is under
+  way — a collective from its start (all members issued) to its end, a send from its issue to its
+  arrival, a recv from max(its issue, the send's issue) to the arrival; `idle` is the rest
+  (iteration − compute − exposed): dependency stalls, pipeline bubbles, waiting for peers that have
+  not issued yet, and the tail after the rank's last node while slower ranks finish.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from itertools import pairwise
+
+from astra_hetero.backends.embedded.engine import events
+from astra_hetero.backends.embedded.engine.comm import PlainComm
+from astra_hetero.backends.embedded.engine.deadlock import deadlock_report
+from astra_hetero.backends.embedded.engine.records import Comm, EngineOutcome
+from astra_hetero.backends.embedded.engine.workload import FlatWorkload
+from astra_hetero.backends.embedded.folding.comm import FoldedComm
+from astra_hetero.backends.embedded.network.flows import Flow, FlowNetwork
+from astra_hetero.backends.embedded.network.phases import PhasePlan
+from astra_hetero.backends.embedded.trace.records import KIND_COLL, KIND_COMP, KIND_RECV
+from astra_hetero.errors import RunDirError, SimulationDeadlock
+
+
+class Engine:
+    """Simulates the ranks of `workload` (every rank, or one per folded class) with `comm` answering
+    how their collectives meet and what their flows load (see `engine.comm`, `folding.comm`)."""
+
+    def __init__(
+        self, workload: FlatWorkload, comm: PlainComm | FoldedComm, max_comm_in_flight: int = 0
+    ) -> None:
+        self.w = workload
+        self.comm = comm
+        # the lists the hot paths index, bound once
+        self.kinds, self.rank_of = self.w.kinds, self.w.rank_of
+        self.successors, self.successor_bounds = self.w.successors, self.w.successor_bounds
+        self.durations_ns = self.w.durations_ns
+        self.groups, self.sizes = self.w.groups, self.w.sizes
+        self.group_keys, self.group_expected = comm.group_keys, comm.group_expected
+        self.coll_types = self.w.coll_types
+        self.net = FlowNetwork(comm.capacities)
+        self.queue = events.EventQueue()
+        n, num_ranks = len(self.w.kinds), len(self.w.ranks)
+        self.num_ranks, self.num_groups = num_ranks, max(self.group_keys, default=-1) + 1
+        self.pending = list(self.w.num_deps)
+        self.start_ns = [-1] * n
+        self.end_ns = [-1] * n
+        self.busy = [False] * num_ranks
+        self.ready_compute: list[deque[int]] = [deque() for _ in range(num_ranks)]
+        # Communication issue slots per rank (0 = unlimited). ASTRA-sim lets each rank have one
+        # collective or send in flight (recvs exempt); waiting ones issue lowest node id first.
+        self.comm_limit = max_comm_in_flight
+        self.comm_in_flight = [0] * num_ranks
+        self.comm_waiting: list[list[int]] = [[] for _ in range(num_ranks)]
+        self.active = [0] * num_ranks
+        self.last_ns = [0] * num_ranks
+        self.compute_ns = [0] * num_ranks
+        self.exposed_ns = [0] * num_ranks
+        # collectives issued per (group, rank), at group * num_ranks + rank
+        self.issued = [0] * (len(self.w.group_names) * num_ranks)
+        self.forming: dict[int, Comm] = {}  # k * num_groups + group key -> the k-th collective of group
+        self.collective_info: dict[tuple[int, int, int], tuple[str, str, tuple[PhasePlan, ...], int]] = {}
+        self.sends: dict[tuple[int, int, int], deque[Comm]] = {}
+        self.recvs: dict[tuple[int, int, int], deque[int]] = {}
+        self.done: list[Comm] = []
+        # a node without successors completing calls `_sink_done` (a rank's last sink ends its iteration)
+        self.count_sinks = False
+
+    def _sink_done(self, g: int, now: int) -> None:
+        """Overridden by the engine that runs several iterations (`engine.dynamic`)."""
+
+    def run(self) -> EngineOutcome:
+        for g in self.w.roots:
+            self._ready(g, 0)
+        queue = self.queue
+        pop, heap = queue.pop, queue.heap
+        compute_done, flow_done, phase_done = self._compute_done, self._flow_done, self._phase_done
+        while heap:
+            now, kind, payload = pop()
+            if kind == events.COMPUTE_DONE:
+                compute_done(payload, now)  # a list of nodes that finish at `now`, in event order
+            elif kind == events.FLOW_DONE:
+                flow, version = payload
+                if version == flow.version:
+                    flow_done(flow, now)
+            else:
+                phase_done(payload, now)
+        return self._outcome()
+
+    def _outcome(self) -> EngineOutcome:
+        if -1 in self.end_ns:
+            raise SimulationDeadlock(deadlock_report(self.w, self.end_ns, self.pending))
+        queue = self.queue
+        return EngineOutcome(
+            self._finish_times(),
+            self.compute_ns,
+            self.exposed_ns,
+            self.done,
+            self.w,
+            self.start_ns,
+            self.end_ns,
+            queue.num_scheduled,
+            self.net.num_recomputes,
+        )
+
+    def _finish_times(self) -> list[int]:
+        """Each rank's last completion (0 for a rank without nodes), found once rather than per node."""
+        ends, bounds = self.end_ns, [*self.w.offsets, len(self.end_ns)]
+        return [max(ends[first:end], default=0) for first, end in pairwise(bounds)]
+
+    # --- time accounting -------------------------------------------------------------------------
+    # `_account` is inlined where it runs once per node (compute start and end, collective members'
+    # start and end); it charges the time since the rank's last change to compute, to exposed
+    # communication, or to nothing (idle).
+    def _account(self, rank: int, now: int) -> None:
+        elapsed = now - self.last_ns[rank]
+        if elapsed:
+            if self.busy[rank]:
+                self.compute_ns[rank] += elapsed
+            elif self.active[rank]:
+                self.exposed_ns[rank] += elapsed
+            self.last_ns[rank] = now
+
+    def _begin_comm(self, rank: int, now: int) -> None:
+        self._account(rank, now)
+        self.active[rank] += 1
+
+    def _end_comm(self, rank: int, now: int) -> None:
+        self._account(rank, now)
+        self.active[rank] -= 1
+
+    # --- node life cycle --------------------------------------------------------------------------
+    def _ready(self, g: int, now: int) -> None:
+        kind = self.kinds[g]
+        if kind == KIND_COMP:
+            rank = self.rank_of[g]
+            if self.busy[rank]:
+                self.ready_compute[rank].append(g)
+            else:
+                self._start_compute(rank, g, now)
+        elif kind == KIND_RECV:
+            self._issue_recv(g, now)
+        elif self.comm_limit:
+            self._admit_comm(g, now)
+        elif kind == KIND_COLL:
+            self._issue_collective(g, now)
+        else:
+            self._issue_send(g, now)
+
+    def _admit_comm(self, g: int, now: int) -> None:
+        rank = self.rank_of[g]
+        if self.comm_in_flight[rank] < self.comm_limit:
+            self.comm_in_flight[rank] += 1
+            self._issue_comm(g, now)
+        else:
+            heapq.heappush(self.comm_waiting[rank], g)
+
+    def _issue_comm(self, g: int, now: int) -> None:
+        if self.kinds[g] == KIND_COLL:
+            self._issue_collective(g, now)
+        else:
+            self._issue_send(g, now)
+
+    def _release_comm(self, nodes: list[int], now: int) -> None:
+        """Free the issue slots of finished collective members or a send; issue what waited on them."""
+        for g in nodes:
+            rank = self.rank_of[g]
+            self.comm_in_flight[rank] -= 1
+            waiting = self.comm_waiting[rank]
+            if waiting:
+                self.comm_in_flight[rank] += 1
+                self._issue_comm(heapq.heappop(waiting), now)
+
+    def _complete(self, g: int, now: int) -> None:
+        self.end_ns[g] = now
+        first, end = self.successor_bounds[g], self.successor_bounds[g + 1]
+        if first == end:
+            if self.count_sinks:
+                self._sink_done(g, now)
+            return
+        pending, kinds, busy, rank_of = self.pending, self.kinds, self.busy, self.rank_of
+        for s in self.successors[first:end]:
+            left = pending[s] - 1
+            pending[s] = left
+            if left:
+                continue
+            kind = kinds[s]  # _ready, with the two most frequent cases inlined
+            if kind == KIND_COMP:
+                rank = rank_of[s]
+                if busy[rank]:
+                    self.ready_compute[rank].append(s)
+                    continue
+                elapsed = now - self.last_ns[rank]  # _start_compute, inlined
+                if elapsed:
+                    if self.active[rank]:
+                        self.exposed_ns[rank] += elapsed
+                    self.last_ns[rank] = now
+                busy[rank] = True
+                self.start_ns[s] = now
+                self.queue.push_batched(now + self.durations_ns[s], events.COMPUTE_DONE, s)
+            elif kind == KIND_COLL and not self.comm_limit:
+                self._issue_collective(s, now)
+            else:
+                self._ready(s, now)
+
+    def _start_compute(self, rank: int, g: int, now: int) -> None:
+        elapsed = now - self.last_ns[rank]  # not busy: the time since the last change was not compute
+        if elapsed:
+            if self.active[rank]:
+                self.exposed_ns[rank] += elapsed
+            self.last_ns[rank] = now
+        self.busy[rank] = True
+        self.start_ns[g] = now
+        self.queue.push_batched(now + self.durations_ns[g], events.COMPUTE_DONE, g)
+
+    def _compute_done(self, nodes: list[int], now: int) -> None:
+        rank_of, last_ns, compute_ns, complete = self.rank_of, self.last_ns, self.compute_ns, self._complete
+        for g in nodes:
+            rank = rank_of[g]
+            complete(g, now)  # still busy: compute nodes it releases queue up behind earlier ones
+            elapsed = now - last_ns[rank]
+            if elapsed:
+                compute_ns[rank] += elapsed
+                last_ns[rank] = now
+            waiting = self.ready_compute[rank]
+            if waiting:  # the rank stays busy: no time passes between the two nodes
+                g = waiting.popleft()
+                self.start_ns[g] = now
+                self.queue.push_batched(now + self.durations_ns[g], events.COMPUTE_DONE, g)
+            else:
+                self.busy[rank] = False
+
+    # --- collectives ------------------------------------------------------------------------------
+    def _collective(self, g: int, group: int) -> Comm:
+        """A new collective instance for node `g` of `group` (plans looked up once per group and type)."""
+        size = self.sizes[g]
+        key = (group, self.coll_types[g], size)
+        info = self.collective_info.get(key)
+        if info is None:
+            kind = self.w.coll_kind_name(g)
+            info = self.collective_info[key] = (
+                self.w.group_names[group],
+                kind,
+                self.comm.collective_plan(group, kind, size),
+                self.comm.group_instances[group],
+            )
+        name, kind, plan, instances = info
+        return Comm(name, kind, size, plan, instances)
+
+    def _issue_collective(self, g: int, now: int) -> None:
+        rank, group = self.rank_of[g], self.groups[g]
+        if self.group_expected[group] == 1:  # no other node to wait for (a folded class's group)
+            comm = self._collective(g, group)
+            comm.nodes.append(g)
+            self._start_comm(comm, now)
+            return
+        counter = group * self.num_ranks + rank
+        k = self.issued[counter]
+        self.issued[counter] = k + 1
+        key = k * self.num_groups + self.group_keys[group]
+        comm = self.forming.get(key)
+        if comm is None:
+            comm = self.forming[key] = self._collective(g, group)
+        elif self.coll_types[g] != self.coll_types[comm.nodes[0]] or self.sizes[g] != comm.size:
+            w = self.w
+            raise RunDirError(
+                f"{w.describe(g)} is matched with {w.describe(comm.nodes[0])} (the same "
+                f"collective of group {comm.group!r}) but differs in type or size"
+            )
+        nodes = comm.nodes
+        nodes.append(g)
+        if len(nodes) == self.group_expected[group]:
+            del self.forming[key]
+            self._start_comm(comm, now)
+
+    def _start_comm(self, comm: Comm, now: int) -> None:
+        """Start every member's node (`_begin_comm`, inlined: it runs once per member)."""
+        comm.start_ns = now
+        start_ns, rank_of, last_ns, active = self.start_ns, self.rank_of, self.last_ns, self.active
+        for g in comm.nodes:
+            start_ns[g] = now
+            rank = rank_of[g]
+            elapsed = now - last_ns[rank]
+            if elapsed:
+                if self.busy[rank]:
+                    self.compute_ns[rank] += elapsed
+                elif active[rank]:
+                    self.exposed_ns[rank] += elapsed
+                last_ns[rank] = now
+            active[rank] += 1
+        self._start_phase(comm, now)
+
+    def _start_phase(self, comm: Comm, now: int) -> None:
+        if comm.phase == len(comm.plan):
+            self._finish_comm(comm, now)
+            return
+        phase = comm.plan[comm.phase]
+        num_bytes = comm.size * phase.bytes_fraction
+        if not phase.links or num_bytes <= 0:
+            tail = phase.latency_ns + round(comm.size * phase.memory_ns_per_byte)
+            self.queue.push(now + tail, events.PHASE_DONE, comm)
+            return
+        changed = self.net.add(Flow(phase.links, num_bytes, comm, phase.solo_rate), now)
+        push = self.queue.push
+        for flow in changed:
+            push(flow.finish_time(now), events.FLOW_DONE, (flow, flow.version))
+
+    def _flow_done(self, flow: Flow, now: int) -> None:
+        flow.version = -1  # later events of this flow are stale
+        changed = self.net.remove(flow, now)
+        push = self.queue.push
+        for other in changed:
+            push(other.finish_time(now), events.FLOW_DONE, (other, other.version))
+        comm: Comm = flow.owner  # type: ignore[assignment]
+        # what a phase costs after its data has moved: per-step latencies and reduction through memory
+        phase = comm.plan[comm.phase]
+        push(now + phase.latency_ns + round(comm.size * phase.memory_ns_per_byte), events.PHASE_DONE, comm)
+
+    def _phase_done(self, comm: Comm, now: int) -> None:
+        comm.phase += 1
+        self._start_phase(comm, now)
+
+    def _finish_comm(self, comm: Comm, now: int) -> None:
+        """End every member's node (`_end_comm`, inlined: it runs once per member) and complete it."""
+        comm.end_ns = now
+        self.done.append(comm)
+        rank_of, last_ns, active, complete = self.rank_of, self.last_ns, self.active, self._complete
+        for g in comm.nodes:
+            rank = rank_of[g]
+            elapsed = now - last_ns[rank]
+            if elapsed:
+                if self.busy[rank]:
+                    self.compute_ns[rank] += elapsed
+                elif active[rank]:
+                    self.exposed_ns[rank] += elapsed
+                last_ns[rank] = now
+            active[rank] -= 1
+            complete(g, now)
+        if self.comm_limit:
+            self._release_comm(comm.nodes, now)
+        comm.arrived = True  # a transfer: its recv, when issued from now on, completes at once
+        if comm.recv >= 0:  # a transfer whose recv was issued before the data arrived
+            self._end_comm(self.rank_of[comm.recv], now)
+            self._complete(comm.recv, now)
+
+    # --- point to point ---------------------------------------------------------------------------
+    def _issue_send(self, g: int, now: int) -> None:
+        w = self.w
+        src, dst, size = w.ranks[w.rank_of[g]], w.peers[g], w.sizes[g]
+        comm = Comm(f"{src}->{dst}", "send_recv", size, self.comm.transfer_plan(src, dst, size))
+        comm.nodes.append(g)
+        key = (src, dst, w.tags[g])
+        waiting = self.recvs.get(key)
+        if waiting:
+            comm.recv = waiting.popleft()
+            self.start_ns[comm.recv] = now
+            self._begin_comm(self.rank_of[comm.recv], now)
+        else:
+            self.sends.setdefault(key, deque()).append(comm)
+        self._start_comm(comm, now)
+
+    def _issue_recv(self, g: int, now: int) -> None:
+        w = self.w
+        rank = w.rank_of[g]
+        key = self.comm.recv_key((w.peers[g], w.ranks[rank], w.tags[g]))
+        sent = self.sends.get(key)
+        if not sent:
+            self.recvs.setdefault(key, deque()).append(g)
+            return
+        comm = sent.popleft()
+        comm.recv = g
+        self.start_ns[g] = now
+        if comm.arrived:
+            self._complete(g, now)
+        else:
+            self._begin_comm(rank, now)
+
+    # --- diagnostics ------------------------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""Folding: finding interchangeable ranks in a run directory and simulating one per class, exactly."""

@@ -1,0 +1,34 @@
+"""What a collective or transfer becomes on the network: a tuple of `PhasePlan`, one per phase.
+
+Every communication model (`ideal.IdealCommPlanner`, `nccl.NcclCommPlanner`) answers the same two
+questions, `collective(members, kind, size)` and `transfer(src, dst, size)`; `CommPlanner` names that
+interface for the code that only asks them (the engine's and the folding's communication models).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from astra_hetero.backends.embedded.network.routing import Router
+
+TransferKey = tuple[int, int, int]  # (src rank, dst rank, tag): how a recv finds its send
+
+
+@dataclass(frozen=True)
+class PhasePlan:
+    links: tuple[tuple[int, float], ...]  # directed link -> summed fraction of the phase's sub-flows
+    bytes_fraction: float
+    latency_ns: int
+    solo_rate: float  # the phase's flow rate alone on its links (0 without links), computed once here
+    memory_ns_per_byte: float = 0.0  # reduction through memory, per byte of the collective's size
+
+
+class CommPlanner(Protocol):
+    """The phase plans of one run's communication model, on its router's links."""
+
+    router: Router
+
+    def collective(self, members: tuple[int, ...], kind: str, size: int) -> tuple[PhasePlan, ...]: ...
+
+    def transfer(self, src: int, dst: int, size: int) -> tuple[PhasePlan, ...]: ...

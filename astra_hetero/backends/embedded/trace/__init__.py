@@ -1,0 +1,1 @@
+"""Decoding Chakra traces into numpy columns (`records.RankTrace`); comparing trace files byte-wise."""
