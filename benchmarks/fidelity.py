@@ -67,6 +67,8 @@ def spec_data(row: dict[str, Any], approximate: bool) -> tuple[dict[str, Any] | 
         "intra_node_fabric": cluster["intra_node_fabric"],
         "nic": {"gbps": cluster["nic_gbps"], "count": cluster["nics_per_node"]},
     }
+    if "scale_up_gpus" in cluster:  # trays of one NVLink domain (GB200 NVL72)
+        group["scale_up_domain"] = {"gpus": cluster["scale_up_gpus"]}
     topology = "rail_optimized" if cluster["nodes"] > 1 else "single_switch"
     return {
         "name": row["id"],
@@ -75,6 +77,7 @@ def spec_data(row: dict[str, Any], approximate: bool) -> tuple[dict[str, Any] | 
         "network": {"topology": topology},
         "parallelism": parallelism,
         "compute": row.get("compute", {}),
+        "precision": row.get("precision", {}),
     }, unknown
 
 

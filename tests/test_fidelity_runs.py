@@ -29,11 +29,16 @@ def test_every_row_is_a_sourced_valid_spec(row):
     assert spec.cluster.num_gpus == row["cluster"]["nodes"] * row["cluster"]["gpus_per_node"]
 
 
-def test_every_row_runs_exactly_with_this_version():
+# Fields the next parallelism features bring (issue 18); rows naming them are skipped until they land.
+PENDING = {"tp_comm_overlap", "overlap_p2p_comm", "cp", "ep", "zero_stage", "fsdp"}
+
+
+def test_every_row_runs_exactly_with_this_version_or_names_only_pending_fields():
     for row in ROWS:
         data, unknown = fidelity.spec_data(row, approximate=False)
-        assert data is not None and not unknown
-        assert set(row["parallelism"]) <= set(ParallelismSpec.model_fields)
+        missing = set(row["parallelism"]) - set(ParallelismSpec.model_fields)
+        assert missing <= PENDING, row["id"]
+        assert (data is None) == bool(missing) and len(unknown) == len(missing)
 
 
 def test_a_row_with_an_unknown_field_is_skipped_not_silently_changed():
@@ -47,7 +52,8 @@ def test_excluded_rows_give_their_reason_and_published_rows_cover_a100_and_h100(
     excluded = [r for r in ROWS if r.get("excluded")]
     assert all(len(r["excluded"]) > 20 for r in excluded)
     gpus = {r["cluster"]["gpu"] for r in ROWS}
-    assert {"a100-40", "a100-80", "h100-sxm"} <= gpus
+    assert {"a100-40", "a100-80", "h100-sxm", "b200", "gb200"} <= gpus
+    assert {r.get("precision", {}).get("compute", "bf16") for r in ROWS} >= {"bf16", "fp8"}
 
 
 def test_mape_is_the_mean_absolute_error_of_evaluated_rows():

@@ -1,7 +1,7 @@
 """A candidate plan as a typed, hashable object, and its translation into a complete spec.
 
 `grid[stage][replica]` names a node group (None everywhere: the default cluster-order mapping).
-`options` holds the values of the searched `parallelism` fields (see `dimensions.DIMENSIONS`).
+`options` holds the values of the searched fields (see `dimensions.DIMENSIONS`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from astra_hetero.errors import SpecError
-from astra_hetero.planner.dimensions import describe_options
+from astra_hetero.planner.dimensions import describe_options, section_options, with_options
 from astra_hetero.planner.shape import Shape
 from astra_hetero.spec.load import spec_error_from_validation
 from astra_hetero.spec.schema import MappingSpec, ParallelismSpec, PartitionSpec, Spec
@@ -23,7 +23,7 @@ Grid = tuple[tuple[str, ...], ...]
 @dataclass(frozen=True)
 class Plan:
     shape: Shape
-    options: tuple[tuple[str, Any], ...]  # (parallelism field, value), in dimension-table order
+    options: tuple[tuple[str, Any], ...]  # (option name, value), in dimension-table order
     grid: Grid | None
     layers: tuple[int, ...]
     micro_batches: tuple[int, ...]
@@ -69,8 +69,9 @@ class Plan:
 
 def parallelism_for(base: Spec, shape: Shape, options: tuple[tuple[str, Any], ...]) -> ParallelismSpec:
     """The spec's parallelism section with the shape and options put in (validated: SpecError)."""
+    own = section_options(options, "parallelism")
     degrees = {"tp": shape.tp, "pp": shape.pp, "dp": shape.dp, "cp": shape.cp}
-    data = {**base.parallelism.model_dump(), **degrees, **dict(options)}
+    data = {**base.parallelism.model_dump(), **degrees, **own}
     try:
         return ParallelismSpec.model_validate(data)
     except ValidationError as exc:
@@ -92,10 +93,6 @@ def plan_spec(
     )
     if partition is None:
         partition = PartitionSpec(layers=list(plan.layers), micro_batches=list(plan.micro_batches))
-    return base.model_copy(
-        update={
-            "parallelism": parallelism or parallelism_for(base, plan.shape, plan.options),
-            "mapping": mapping,
-            "partition": partition,
-        }
-    )
+    parallelism = parallelism or parallelism_for(base, plan.shape, plan.options)
+    spec = with_options(base, parallelism, plan.options)
+    return spec.model_copy(update={"mapping": mapping, "partition": partition})

@@ -61,7 +61,7 @@ class CommModel:
         graph = checked_graph(spec)
         router = Router(parse_topology(topology_text(graph, spec.network), "the planner's topology"))
         self.capacities = router.bundle_bytes_per_ns
-        machines = [d.node for d in devices]
+        machines = [d.domain for d in devices]  # NCCL's nodes: the scale-up domains
         collectives = spec.collectives
         self.model = collectives.model
         self.planner: IdealCommPlanner | NcclCommPlanner

@@ -12,6 +12,7 @@ from typing import Any
 from astra_hetero.planner.candidate import parallelism_for
 from astra_hetero.planner.comm import P2P, CommModel, Op, trace_size
 from astra_hetero.planner.costs import ClassTimes, class_times
+from astra_hetero.planner.dimensions import with_options
 from astra_hetero.planner.problem import Problem
 from astra_hetero.planner.shape import Shape
 from astra_hetero.spec.devices import Device
@@ -19,7 +20,6 @@ from astra_hetero.spec.schema import ParallelismSpec, Spec
 from astra_hetero.units import BYTES_PER_GIB
 from astra_hetero.workload.blocks import DeviceBlocks
 from astra_hetero.workload.costs import (
-    BYTES_BF16,
     Collective,
     expert_parameters_on_rank,
     parameter_counts,
@@ -29,6 +29,7 @@ from astra_hetero.workload.generate import timed_blocks
 from astra_hetero.workload.memory import estimate as memory_estimate
 from astra_hetero.workload.ops import Transfer, shape_of
 from astra_hetero.workload.partition import PassCosts, micro_batch_group, pass_costs, split_into_chunks
+from astra_hetero.workload.precision import Dtypes
 from astra_hetero.workload.sharding import data_parallel_sizes
 
 Options = tuple[tuple[str, Any], ...]
@@ -56,7 +57,7 @@ class Shared:
     def blocks(self, device_class: int, spec: Spec) -> DeviceBlocks:
         """The blocks the generator times for one of the class's GPUs."""
         par = spec.parallelism
-        key = (device_class, shape_of(spec.model, par, spec.compute.attention), par.recompute)
+        key = (device_class, _shape(spec), par.recompute)
         found = self._blocks.get(key)
         if found is None:
             device = self.first_cell(device_class, 1)[0]
@@ -75,8 +76,7 @@ class Shared:
         groups' collectives and ring transfers on `members` (role → ranks; default: representative
         members among the class's GPUs), or (`floor`, for the bounds) at nothing."""
         par = spec.parallelism
-        shape = shape_of(spec.model, par, spec.compute.attention)
-        key = (device_class, shape, par.recompute, floor, members)
+        key = (device_class, _shape(spec), par.recompute, floor, members)
         found = self._times.get(key)
         if found is None:
             chosen = self.role_members(device_class, par)
@@ -130,8 +130,8 @@ class OptionContext:
 
     @cached_property
     def spec(self) -> Spec:
-        """The base spec with this parallelism (mapping and partition as written: unused here)."""
-        return self.problem.base.model_copy(update={"parallelism": self.parallelism})
+        """The base spec with this parallelism and options (mapping and partition as written: unused)."""
+        return with_options(self.problem.base, self.parallelism, self.options)
 
     @property
     def comm(self) -> CommModel:
@@ -191,12 +191,17 @@ class OptionContext:
     def activation_bytes(self) -> int:
         """What one TP rank sends to the next stage per micro-batch (as the generator emits it)."""
         model, par = self.problem.base.model, self.parallelism
+        width = self.dtypes.activation_bytes
         tokens = par.micro_batch_size * model.seq_len // par.cp
-        return int(BYTES_BF16 * tokens * model.hidden_size / par.tp)
+        return int(width * tokens * model.hidden_size / par.tp)
+
+    @cached_property
+    def dtypes(self) -> Dtypes:
+        return Dtypes.from_spec(self.spec)
 
     @cached_property
     def grad_width(self) -> int:
-        return 4 if self.parallelism.grad_reduce_in_fp32 else BYTES_BF16
+        return self.dtypes.grad_bytes
 
     def unit_grad_bytes(self, stage: int) -> tuple[float, float, float]:
         """(a layer's, the head's, the embedding's) gradient bytes on one TP rank of `stage`, as the
@@ -285,3 +290,8 @@ class Contexts:
             parallelism = parallelism_for(self.problem.base, shape, options)
             context = self._cache[key] = OptionContext(self.problem, shape, options, parallelism, self.shared)
         return context
+
+
+def _shape(spec: Spec) -> object:
+    """What a class's timed blocks depend on besides the device and recomputation."""
+    return shape_of(spec.model, spec.parallelism, spec.compute.attention, Dtypes.from_spec(spec))

@@ -56,6 +56,17 @@ class BlockTime:
                 has_compute = has_compute or item.compute_ns > 0
         return cls(total, tail, has_compute)
 
+    @classmethod
+    def mean(cls, weighted: Sequence[tuple[BlockTime, float]]) -> BlockTime:
+        """The share-weighted mean of blocks (one block: itself)."""
+        if len(weighted) == 1:
+            return weighted[0][0]
+        return cls(
+            sum(b.total * w for b, w in weighted),
+            sum(b.tail * w for b, w in weighted),
+            any(b.has_compute for b, _ in weighted),
+        )
+
 
 def group_time(group: TimedGroup, collective_ns: CollectiveTime) -> tuple[float, float]:
     """(time, communication after its last compute) of a concurrent group: the longer of its
@@ -126,9 +137,10 @@ def class_times(blocks: DeviceBlocks, collective_ns: CollectiveTime, full_recomp
     def timed(block: Block) -> BlockTime:
         return BlockTime.of(block, collective_ns)
 
+    mix = blocks.layer_mix()  # layers of several kinds: their mean over the model
     return ClassTimes(
-        layer_fwd=timed(blocks.layer_fwd),
-        layer_bwd=timed(blocks.layer_bwd),
+        layer_fwd=BlockTime.mean([(timed(fwd), share) for (fwd, _), share in mix]),
+        layer_bwd=BlockTime.mean([(timed(bwd), share) for (_, bwd), share in mix]),
         recompute=full_recompute,
         first_fwd=timed(blocks.embedding_fwd),
         first_bwd=timed(blocks.embedding_bwd),

@@ -1,6 +1,7 @@
 """The plan options the search varies besides the shape (tp, pp, dp), the grid and the splits.
 
-Each row names a `parallelism` field and the values tried when the `search:` section says nothing
+Each row names a spec field (a `parallelism` field, or another section's: `precision` is the
+compute format of `precision.compute`) and the values tried when the `search:` section says nothing
 about it. The table is the whole contract: a row adds the `search:` key (scalar = fixed, list =
 allowed values), the column in plans.csv and the loop in the space. A row whose field the schema
 lacks is skipped, so rows may name fields before they exist (e.g. `virtual_stages` of the
@@ -15,14 +16,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
 from astra_hetero.planner.shape import Shape
-from astra_hetero.spec.schema import ParallelismSpec, Spec
+from astra_hetero.spec.schema import ParallelismSpec, PrecisionSpec, Spec
 from astra_hetero.workload.schedule import SCHEDULES
+
+SECTIONS: dict[str, type[BaseModel]] = {"parallelism": ParallelismSpec, "precision": PrecisionSpec}
 
 
 @dataclass(frozen=True)
 class Dimension:
-    field: str  # a ParallelismSpec field
+    field: str  # the option's name: the `search:` key and plans.csv column
     values: Callable[[Spec], tuple[Any, ...]]  # tried by default, given the spec as written
     short: str  # in plan labels: "mbs=2", or the bare value when empty ("1f1b")
     # True where the option cannot change the workload (e.g. the distributed optimizer with one
@@ -32,11 +37,29 @@ class Dimension:
     # Values from least to most work when all else is equal (each later one only adds compute and
     # saves memory): a plan is dominated by the same plan with an earlier value that fits in memory.
     by_work: tuple[Any, ...] = ()
+    section: str = "parallelism"  # the spec section that holds it
+    attr: str = ""  # its name there (default: `field`)
+
+    @property
+    def key(self) -> str:
+        return self.attr or self.field
+
+    @property
+    def model(self) -> type[BaseModel]:
+        return SECTIONS[self.section]
+
+    @property
+    def default(self) -> Any:
+        return self.model.model_fields[self.key].default
+
+    def written(self, spec: Spec) -> Any:
+        """Its value in `spec`."""
+        return getattr(getattr(spec, self.section), self.key)
 
 
-def _as_written(field: str) -> Callable[[Spec], tuple[Any, ...]]:
+def _as_written(field: str, section: str = "parallelism") -> Callable[[Spec], tuple[Any, ...]]:
     """Not searched unless the `search:` section lists values: the spec's own (or default) value."""
-    return lambda spec: (getattr(spec.parallelism, field),)
+    return lambda spec: (getattr(getattr(spec, section), field),)
 
 
 def _expert_degrees(spec: Spec) -> tuple[int, ...]:
@@ -88,12 +111,34 @@ DIMENSIONS: tuple[Dimension, ...] = (
     # searched when `search:` lists stages; contradictions with distributed_optimizer are spec errors
     Dimension("zero_stage", _as_written("zero_stage"), "zero"),
     Dimension("fsdp", _as_written("fsdp"), "fsdp"),
+    # The GEMM format changes numerics as well as speed, so it is searched only where `search:` lists
+    # formats (e.g. precision: [bf16, fp8]); a GPU without the format makes the plan infeasible.
+    Dimension("precision", _as_written("compute", "precision"), "", section="precision", attr="compute"),
 )
 
 
 def active_dimensions() -> tuple[Dimension, ...]:
     """The rows whose field the schema has."""
-    return tuple(d for d in DIMENSIONS if d.field in ParallelismSpec.model_fields)
+    return tuple(d for d in DIMENSIONS if d.key in d.model.model_fields)
+
+
+def section_options(options: tuple[tuple[str, Any], ...], section: str) -> dict[str, Any]:
+    """The options that set fields of `section`, by their names there."""
+    rows = {d.field: d for d in DIMENSIONS}
+    return {
+        rows[name].key: value for name, value in options if name in rows and rows[name].section == section
+    }
+
+
+def with_options(base: Spec, parallelism: ParallelismSpec, options: tuple[tuple[str, Any], ...]) -> Spec:
+    """`base` with `parallelism` and the options of the other sections put in (validated)."""
+    update: dict[str, Any] = {"parallelism": parallelism}
+    for section in SECTIONS:
+        values = section_options(options, section) if section != "parallelism" else {}
+        if values:
+            current = getattr(base, section)
+            update[section] = type(current).model_validate({**current.model_dump(), **values})
+    return base.model_copy(update=update)
 
 
 def option_names() -> tuple[str, ...]:

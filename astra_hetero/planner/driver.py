@@ -11,7 +11,7 @@ from astra_hetero.planner.base import Budget, Progress, Quiet, SearchOutcome, Tr
 from astra_hetero.planner.baseline import HomogeneousBaseline
 from astra_hetero.planner.cache import PlanCache
 from astra_hetero.planner.candidate import Plan
-from astra_hetero.planner.dimensions import option_names
+from astra_hetero.planner.dimensions import active_dimensions
 from astra_hetero.planner.evaluate import Evaluator
 from astra_hetero.planner.feasibility import Infeasible
 from astra_hetero.planner.pool import Walk
@@ -106,7 +106,7 @@ def written_plan(problem: Problem) -> Plan | None:
         return None
     par = spec.parallelism
     shape = Shape(par.tp, par.pp, par.dp, par.cp)
-    options = tuple((name, getattr(par, name)) for name in option_names())
+    options = tuple((d.field, d.written(spec)) for d in active_dimensions())
     written = spec.mapping.grid or spec.mapping.stages or spec.mapping.replicas
     grid = spec_grid(problem) if written else None
     return Plan(

@@ -254,7 +254,7 @@ class _Timed:
         return tuple(tuple(sorted((first.ranks[i], last.ranks[i]))) for i in range(len(first.ranks)))
 
     def gather_bytes(self, bucket: Bucket) -> float:
-        return bucket.grad_bytes * 2 / self.ctx.grad_width  # BF16 parameters per gradient byte
+        return bucket.grad_bytes * self.ctx.dtypes.param_bytes / self.ctx.grad_width
 
     # --- estimate -----------------------------------------------------------------------------------
     def replica(self, r: int, ready: tuple[tuple[float, ...], ...] | None) -> Replica:

@@ -44,9 +44,9 @@ class DeviceClass:
         return self.spec.gpu.memory_gib
 
     def cells(self, tp: int, across_nodes: bool, cp: int = 1) -> int:
-        """How many cells of tp·cp GPUs the class can hold (each TP group inside one node unless
-        allowed; the CP ranks of a cell may span nodes)."""
-        if not across_nodes and self.spec.gpus_per_node % tp:
+        """How many cells of tp·cp GPUs the class can hold (each TP group inside one node, or one
+        scale-up domain, unless allowed; the CP ranks of a cell may span them)."""
+        if not across_nodes and self.spec.scale_up_gpus % tp:
             return 0
         return sum(n // (tp * cp) for n in self.group_gpus)
 

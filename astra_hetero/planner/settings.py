@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, create_model, field_validator
 
-from astra_hetero.planner.dimensions import active_dimensions
-from astra_hetero.spec.schema import ParallelismSpec, Strict
+from astra_hetero.planner.dimensions import Dimension, active_dimensions
+from astra_hetero.spec.schema import Strict
 
 NonNegative = Annotated[float, Field(ge=0)]
 
@@ -77,8 +77,8 @@ class _SearchBase(Strict):
         return sorted(set(value)) if isinstance(value, list) else value
 
 
-def _option_field(name: str) -> tuple[Any, Any]:
-    annotation = ParallelismSpec.model_fields[name].annotation
+def _option_field(dimension: Dimension) -> tuple[Any, Any]:
+    annotation = dimension.model.model_fields[dimension.key].annotation
     return (annotation | list[annotation] | None, Field(None))  # type: ignore[operator,valid-type]
 
 
@@ -86,7 +86,7 @@ SearchSettings = create_model(  # type: ignore[call-overload]
     "SearchSettings",
     __base__=_SearchBase,
     __doc__="The `search:` section (see the module docstring).",
-    **{d.field: _option_field(d.field) for d in active_dimensions()},
+    **{d.field: _option_field(d) for d in active_dimensions()},
 )
 
 

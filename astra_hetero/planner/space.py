@@ -21,7 +21,6 @@ from astra_hetero.planner.dimensions import active_dimensions
 from astra_hetero.planner.problem import DeviceClass, Problem
 from astra_hetero.planner.settings import allowed
 from astra_hetero.planner.shape import Shape
-from astra_hetero.spec.schema import ParallelismSpec
 
 Column = tuple[int, ...]  # device class per stage
 ClassGrid = tuple[Column, ...]  # one column per replica, sorted
@@ -236,7 +235,7 @@ def option_sets(problem: Problem, shape: Shape) -> list[tuple[tuple[str, Any], .
         if dimension.by_work:  # least work first, so that a dominated plan meets its dominator first
             choices.sort(key=lambda v: dimension.by_work.index(v) if v in dimension.by_work else len(choices))
         if dimension.inert(shape):  # one value stands for all: the schema's default where allowed
-            default = ParallelismSpec.model_fields[dimension.field].default
+            default = dimension.default
             choices = [default] if default in choices else choices[:1]
         values.append([(dimension.field, v) for v in choices])
     return [tuple(combo) for combo in itertools.product(*values)]

@@ -19,6 +19,7 @@ from astra_hetero.workload.costs import (
     optimizer_ops,
     shape_of,
 )
+from astra_hetero.workload.precision import Dtypes
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ def profile_points(
 ) -> list[ProfilePoint]:
     """One point per operator the spec's run emits, per requested shape; optimizer-phase operators
     (sized per million parameters, independent of the shape) once."""
-    base = shape_of(spec.model, spec.parallelism, spec.compute.attention)
+    base = shape_of(spec.model, spec.parallelism, spec.compute.attention, Dtypes.from_spec(spec))
     recompute = spec.parallelism.recompute
     points: list[ProfilePoint] = []
     for s in seq_lens or [base.s]:
@@ -49,6 +50,6 @@ def profile_points(
                     if isinstance(step, Op) and step.name not in seen:
                         seen.add(step.name)
                         points.append(ProfilePoint(step, phase, x))
-    shard, full = optimizer_ops()
+    shard, full = optimizer_ops(base)
     points += [ProfilePoint(op, "step", base) for op in (*shard, *full)]
     return points

@@ -26,6 +26,13 @@ class GpuRecord:
     kernel_overhead_us: float
     attention_fwd_efficiency: float
     attention_bwd_efficiency: float
+    fp16_tflops: float | None = None
+    fp8_tflops: float | None = None
+    tf32_tflops: float | None = None
+    fp32_tflops: float | None = None
+    fp8_efficiency: float | None = None
+    tf32_efficiency: float | None = None
+    fp32_efficiency: float | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,8 @@ class ModelRecord:
     norm: str
     tied_embeddings: bool
     learned_position_embeddings: bool
+    rope: bool = False
+    attention_window: Any = None  # validated by the model schema
     head_dim: int | None = None  # only where it differs from hidden_size / num_heads
     moe: dict[str, Any] | None = None  # the model's `moe` section, for mixture-of-experts models
 

@@ -20,6 +20,13 @@ class Device:
     group_name: str
     local_gpu: int  # index inside its node
     spec: NodeGroupSpec
+    domain: int = 0  # global scale-up domain index (a node outside any domain is a domain itself)
+    node_in_group: int = 0
+
+    @property
+    def domain_local(self) -> int:
+        """Index inside its scale-up domain."""
+        return (self.node_in_group % self.spec.nodes_per_domain) * self.spec.gpus_per_node + self.local_gpu
 
     @property
     def gpu_type(self) -> str:
@@ -27,13 +34,16 @@ class Device:
 
 
 def enumerate_devices(cluster: ClusterSpec) -> list[Device]:
+    """Every GPU in rank order. Scale-up domains are numbered like nodes: in spec order, a group's
+    domains taking `nodes_per_domain` consecutive nodes each."""
     devices: list[Device] = []
-    node = 0
+    node = domain = 0
     for group_index, (group, name) in enumerate(zip(cluster.node_groups, cluster.group_names, strict=True)):
-        for _ in range(group.count):
+        for index in range(group.count):
             for local in range(group.gpus_per_node):
-                devices.append(Device(len(devices), node, group_index, name, local, group))
+                devices.append(Device(len(devices), node, group_index, name, local, group, domain, index))
             node += 1
+            domain += int((index + 1) % group.nodes_per_domain == 0)
     return devices
 
 

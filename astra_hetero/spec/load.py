@@ -214,6 +214,7 @@ def check_consistency(spec: Spec) -> None:
     _check_pipeline(spec)
     _check_overlap(spec)
     check_modern_parallelism(spec)
+    _check_precision(spec)
     _check_mapping(spec)
     _check_partition(spec, num_micro_batches)
 
@@ -256,18 +257,46 @@ def _check_overlap(spec: Spec) -> None:
         )
 
 
+def _check_precision(spec: Spec) -> None:
+    """Every GPU type in the cluster has the compute format's matmul rate; the gradient width is
+    given once (precision.grads and parallelism.grad_reduce_in_fp32 may not disagree)."""
+    precision, par = spec.precision, spec.parallelism
+    fmt = precision.compute
+    for i, group in enumerate(spec.cluster.node_groups):
+        if group.gpu.matmul_tflops(fmt) is None:
+            raise SpecError(
+                f"cluster.node_groups[{i}].gpu.{fmt}_tflops",
+                f"precision.compute is {fmt} but {group.gpu.name} has no {fmt} matmul rate in the "
+                f"catalog; give {fmt}_tflops or choose another precision.compute",
+            )
+    reduce_fp32 = par.grad_reduce_in_fp32
+    if precision.grads is not None and reduce_fp32 is not None and (precision.grads == "fp32") != reduce_fp32:
+        raise SpecError(
+            "precision.grads",
+            f"{precision.grads} contradicts parallelism.grad_reduce_in_fp32={par.grad_reduce_in_fp32}; "
+            "give one of them",
+        )
+
+
 def _check_tp_within_nodes(spec: Spec) -> None:
-    """Per node group that hosts cells: TP groups of `tp` consecutive GPUs stay inside one node."""
+    """Per node group that hosts cells: TP groups of `tp` consecutive GPUs stay inside one node, or
+    inside one scale-up domain where the group has them (NVL72: TP may span the 18 trays)."""
     par, cluster = spec.parallelism, spec.cluster
     if par.allow_tp_across_nodes:
         return
     used = groups_in_use(spec)
     for i, (group, name) in enumerate(zip(cluster.node_groups, cluster.group_names, strict=True)):
-        if name in used and group.gpus_per_node % par.tp:
+        if name in used and group.scale_up_gpus % par.tp:
+            if group.scale_up_domain is None:
+                field, what = "gpus_per_node", f"gpus_per_node={group.gpus_per_node}"
+                where = "one node"
+            else:
+                field, what = "scale_up_domain.gpus", f"scale_up_domain.gpus={group.scale_up_gpus}"
+                where = "one scale-up domain"
             raise SpecError(
-                f"cluster.node_groups[{i}].gpus_per_node",
-                f"tp={par.tp} must divide gpus_per_node={group.gpus_per_node} so that every TP group "
-                "stays inside one node (set parallelism.allow_tp_across_nodes to permit spanning)",
+                f"cluster.node_groups[{i}].{field}",
+                f"tp={par.tp} must divide {what} so that every TP group stays inside {where} (set "
+                "parallelism.allow_tp_across_nodes to permit spanning)",
             )
 
 

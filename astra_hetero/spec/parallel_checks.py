@@ -50,6 +50,12 @@ def _check_context_parallel(spec: Spec) -> None:
             "context parallelism runs fused attention kernels (Transformer Engine); set "
             "compute.attention: fused",
         )
+    if model.attention_window is not None:
+        raise SpecError(
+            "parallelism.cp",
+            "context parallelism is modelled for full causal attention; this model has an "
+            "attention_window (sliding-window layers)",
+        )
     chunks = 2 * par.cp  # every CP rank takes two of 2·cp chunks: one early, one late (load balance)
     if model.seq_len % chunks:
         raise SpecError(

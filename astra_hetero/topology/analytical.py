@@ -8,7 +8,8 @@ Bandwidths are decimal GB/s here and are written in the file's own unit (GiB/s, 
 
 - `network.yml` (congestion-unaware binary): dimension 0 inside a node, dimension 1 across nodes, when
   every group has the same number of GPUs per node (more than one) and there is more than one node;
-  otherwise it falls back to one dimension and says so in its comments.
+  otherwise it falls back to one dimension and says so in its comments. A scale-up domain (several
+  nodes on one switch fabric, e.g. GB200 NVL72) counts as one node here: dimension 0 is its fabric.
 - `network_1d.yml` (congestion-aware binary, which rejects more than one dimension): all NPUs on one
   switch at the scale-out bottleneck, so intra-node traffic is modelled at NIC speed there.
 
@@ -78,10 +79,10 @@ def scale_out_gbps(graph: nx.Graph, across_spines: bool) -> float:
 
 
 def max_latency_ns(graph: nx.Graph, same_local_only: bool) -> float:
-    """Worst one-way latency between GPUs of different nodes, through switches only.
+    """Worst one-way latency between GPUs of different nodes (scale-up domains), through switches only.
 
     One source GPU per (group, local index) suffices: the shapes built here treat all nodes of a group
-    alike. With `same_local_only`, only pairs with the same local GPU index count (dimension 1).
+    alike. With `same_local_only`, only pairs with the same index in their domain count (dimension 1).
     """
     gpus = gpu_ids(graph)
     # one copy of the switch graph plus an "origin" node whose edges are re-pointed per source
@@ -97,7 +98,9 @@ def max_latency_ns(graph: nx.Graph, same_local_only: bool) -> float:
         dist = _multi_source_latency(probe, start)
         for gpu in gpus:
             dst = graph.nodes[gpu]
-            if dst["host"] == src["host"] or (same_local_only and dst["local"] != src["local"]):
+            if dst["domain"] == src["domain"] or (
+                same_local_only and dst["domain_local"] != src["domain_local"]
+            ):
                 continue
             reach = [dist[n] + graph.edges[n, gpu]["latency_ns"] for n in graph.neighbors(gpu) if n in dist]
             worst = max(worst, min(reach))
@@ -120,7 +123,8 @@ def _multi_source_latency(probe: nx.Graph, start: dict[int, float]) -> dict[int,
 def analytical_networks(spec: Spec, graph: nx.Graph) -> tuple[AnalyticalNetwork, AnalyticalNetwork]:
     """(multi-dimensional network, one-dimensional network)."""
     groups = spec.cluster.node_groups
-    num_gpus, num_nodes = spec.cluster.num_gpus, spec.cluster.num_nodes
+    num_gpus = spec.cluster.num_gpus
+    num_nodes = spec.cluster.num_scale_up_domains
     fabric_bw = min(g.intra_node_fabric.gbytes_per_s for g in groups)
     fabric_latency = max(g.intra_node_fabric.latency_ns for g in groups)
     oversubscribed = max(oversubscription(graph).values()) > 1
@@ -133,7 +137,7 @@ def analytical_networks(spec: Spec, graph: nx.Graph) -> tuple[AnalyticalNetwork,
         notes.append("node groups differ: each dimension takes the minimum bandwidth and maximum latency.")
     if num_nodes == 1:
         one = Dimension("Switch", num_gpus, fabric_bw, fabric_latency)
-        notes.append("a single node: one dimension, the intra-node fabric.")
+        notes.append("a single node (or scale-up domain): one dimension, its switch fabric.")
         return AnalyticalNetwork((one,), tuple(notes)), AnalyticalNetwork((one,), tuple(notes))
     flat_bw = gbps_to_gbytes_per_s(scale_out_gbps(graph, across_spines=True))
     flat = Dimension("Switch", num_gpus, flat_bw, max_latency_ns(graph, same_local_only=False) / 2)
@@ -142,9 +146,13 @@ def analytical_networks(spec: Spec, graph: nx.Graph) -> tuple[AnalyticalNetwork,
         "one dimension: every pair at the scale-out bottleneck (intra-node traffic at NIC speed)"
         + (", through oversubscribed leaves." if oversubscribed else "."),
     )
-    per_node = {g.gpus_per_node for g in groups}
+    per_node = {g.scale_up_gpus for g in groups}
     if len(per_node) > 1 or per_node == {1}:
-        reason = "node groups differ in gpus_per_node" if len(per_node) > 1 else "one GPU per node"
+        reason = (
+            "node groups differ in gpus_per_node (or scale_up_domain.gpus)"
+            if len(per_node) > 1
+            else "one GPU per node"
+        )
         fallback = (*flat_notes, f"{reason}: no intra/inter-node split, so network.yml is 1-D too.")
         return AnalyticalNetwork((flat,), fallback), AnalyticalNetwork((flat,), flat_notes)
     rail = spec.network.topology == "rail_optimized"
@@ -155,8 +163,10 @@ def analytical_networks(spec: Spec, graph: nx.Graph) -> tuple[AnalyticalNetwork,
         where = " (same rail: no spine crossed)."
     else:
         where = " (divided by each group's leaf oversubscription)." if oversubscribed else "."
+    domains = any(g.scale_up_domain is not None for g in groups)
     notes += [
-        "dim 0: the intra-node switch (NVSwitch or PCIe switch) at the per-GPU fabric rate;",
+        "dim 0: the intra-node switch (NVSwitch or PCIe switch) at the per-GPU fabric rate"
+        + (f", one per scale-up domain of {intra.npus} GPUs;" if domains else ";"),
         "dim 1: GPUs with the same local index across nodes, at each GPU's share of its node's NICs" + where,
     ]
     return AnalyticalNetwork((intra, inter), tuple(notes)), AnalyticalNetwork((flat,), flat_notes)

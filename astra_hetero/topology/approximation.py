@@ -58,7 +58,7 @@ def approximation_notes(spec: Spec, graph: nx.Graph, network_dims: int) -> dict[
     cluster splits into intra- and inter-node dimensions, else 1).
     """
     groups = group_figures(spec, graph)
-    multi_node = spec.cluster.num_nodes > 1
+    multi_node = spec.cluster.num_scale_up_domains > 1  # a domain's nodes share one fabric
     memory = _spread("HBM for reductions", groups, lambda g: g.hbm_tbps, "TB/s")
     fabric = _spread("intra-node", groups, lambda g: g.fabric_gbytes_per_s, "GB/s per GPU")
     # Dimension 1 joins GPUs of one local index: on rails that crosses no spine.
@@ -71,7 +71,7 @@ def approximation_notes(spec: Spec, graph: nx.Graph, network_dims: int) -> dict[
     )
     flat_inter = _spread("scale-out", groups, lambda g: g.scale_out_gbytes_per_s, "GB/s per GPU")
     flat = None
-    if multi_node and any(group.gpus_per_node > 1 for group in spec.cluster.node_groups):
+    if multi_node and any(group.scale_up_gpus > 1 for group in spec.cluster.node_groups):
         slowest = min(g.scale_out_gbytes_per_s for g in groups)
         flat = (
             f"one network dimension, so intra-node traffic ran at {slowest:g} GB/s per GPU "

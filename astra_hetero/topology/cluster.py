@@ -5,7 +5,9 @@ Node ids are integers. GPUs come first and are numbered by rank exactly as
 other node forwards packets and is a switch to ns-3 (`role` says what it stands for):
 
     gpu     an accelerator (an ns-3 host: hosts never forward traffic for others)
-    intra   a node's NVSwitch / PCIe switch; each GPU links to it at the fabric's per-GPU rate
+    intra   a node's NVSwitch / PCIe switch; each GPU links to it at the fabric's per-GPU rate. In a
+            scale-up domain (several nodes on one switch fabric, e.g. the 18 trays of a GB200 NVL72)
+            one such switch serves every GPU of the domain
     nic     a network adapter, at the NIC rate on both of its links
     leaf    a top-of-rack switch (spine_leaf), `rail` a rail switch (rail_optimized),
     core    the one switch of single_switch, `spine` the tier that joins leaves or rails
@@ -58,6 +60,8 @@ def build_cluster_graph(spec: Spec) -> nx.Graph:
             group=device.group_name,
             gpu=device.gpu_type,
             local=device.local_gpu,
+            domain=device.domain,
+            domain_local=device.domain_local,
             scale_up_gbps=_fabric_gbps(group),
             scale_out_gbps=group.nic.gbps * group.nics_per_node / group.gpus_per_node,
         )
@@ -67,9 +71,12 @@ def build_cluster_graph(spec: Spec) -> nx.Graph:
         on_host.setdefault(d.node, []).append(d.rank)
     host = 0
     for group, name in zip(spec.cluster.node_groups, spec.cluster.group_names, strict=True):
-        for _ in range(group.count):
+        intra: int | None = None
+        for index in range(group.count):
             ranks = on_host.get(host, [])
-            nics.extend(_add_node_internals(graph, host, name, group, ranks))
+            if index % group.nodes_per_domain == 0:  # a node, or the first node of a domain
+                intra = _scale_up_switch(graph, host, name, group)
+            nics.extend(_add_node_internals(graph, host, name, group, ranks, intra))
             host += 1
     builders = {"single_switch": _single_switch, "spine_leaf": _spine_leaf, "rail_optimized": _rail_optimized}
     builders[spec.network.topology](graph, nics, spec.network)
@@ -86,15 +93,25 @@ def _new_node(graph: nx.Graph, role: str, **attrs: object) -> int:
     return node_id
 
 
-def _add_node_internals(
-    graph: nx.Graph, host: int, name: str, group: NodeGroupSpec, ranks: list[int]
-) -> list[_Nic]:
-    """The intra-node switch and the NICs of one node; returns its NICs in index order."""
+def _scale_up_switch(graph: nx.Graph, host: int, name: str, group: NodeGroupSpec) -> int | None:
+    """The switch of a node's (or a domain's, from its first node `host`) scale-up fabric; None for a
+    single GPU with a NIC of its own, which needs none."""
     per_gpu = group.nics_per_node == group.gpus_per_node
-    intra = None
-    if group.gpus_per_node > 1 or not per_gpu:
+    if group.scale_up_gpus == 1 and per_gpu:
+        return None
+    fabric = group.intra_node_fabric
+    attrs = {"domain_nodes": group.nodes_per_domain} if group.scale_up_domain is not None else {}
+    return _new_node(graph, "intra", host=host, group=name, fabric=fabric.preset or fabric.name, **attrs)
+
+
+def _add_node_internals(
+    graph: nx.Graph, host: int, name: str, group: NodeGroupSpec, ranks: list[int], intra: int | None
+) -> list[_Nic]:
+    """The GPUs' links to their scale-up switch `intra` and the NICs of one node; returns its NICs in
+    index order."""
+    per_gpu = group.nics_per_node == group.gpus_per_node
+    if intra is not None:
         fabric = group.intra_node_fabric
-        intra = _new_node(graph, "intra", host=host, group=name, fabric=fabric.preset or fabric.name)
         for rank in ranks:
             graph.add_edge(
                 rank,

@@ -103,13 +103,20 @@ class GroupFigures:
     nics_per_node: int
     nic_gbps: float
     scale_out_gbytes_per_s: float  # each GPU's share of its node's NICs
+    domain_nodes: int = 1  # nodes on one scale-up switch fabric (NVL72: 18 trays)
 
     @property
     def label(self) -> str:
         shared = "" if self.nics_per_node == self.gpus_per_node else " shared"
         nics = f"{self.nics_per_node}×{self.nic_gbps:g}G NIC{shared}"
         inside = ", ".join(p for p in (f"{self.gpus_per_node} {self.gpu}", self.fabric, nics) if p)
-        return f"{self.name}: {self.count} × ({inside})"
+        label = f"{self.name}: {self.count} × ({inside})"
+        if self.domain_nodes > 1:
+            gpus = self.domain_nodes * self.gpus_per_node
+            label += (
+                f"; scale-up domains of {self.domain_nodes} nodes ({gpus} GPUs) on one {self.fabric} switch"
+            )
+        return label
 
 
 @dataclass
@@ -353,16 +360,18 @@ def group_figures(graph: nx.Graph, hosts: dict[int, _Host] | None = None) -> dic
             continue
         gpu = graph.nodes[host.gpus[0]]
         nic_rates = [rate for nic in host.nics for *_, kind, rate in _edges(graph, nic) if kind == "nic"]
+        intra = graph.nodes[host.intra] if host.intra is not None else {}
         figures[host.group] = GroupFigures(
             name=host.group,
             count=sum(h.group == host.group for h in hosts.values()),
             gpus_per_node=len(host.gpus),
             gpu=gpu["gpu"],
-            fabric=graph.nodes[host.intra].get("fabric", "") if host.intra is not None else "",
+            fabric=intra.get("fabric", ""),
             fabric_gbytes_per_s=gpu["scale_up_gbps"] / 8,
             nics_per_node=len(host.nics),
             nic_gbps=min(nic_rates, default=0.0),
             scale_out_gbytes_per_s=gpu["scale_out_gbps"] / 8,
+            domain_nodes=intra.get("domain_nodes", 1),
         )
     return figures
 

@@ -8,7 +8,7 @@ overlapped TP collectives) keeps its nodes apart, each operator or piece timed a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from astra_hetero.workload.costs import (
     OPTIMIZER_UNIT_PARAMS,
@@ -131,7 +131,7 @@ class OptimizerCost:
 
 
 def optimizer_cost(cost: DeviceCostModel, x: Shape) -> OptimizerCost:
-    shard, full = optimizer_ops()
+    shard, full = optimizer_ops(x)
     fixed = cost.model.rates.kernel_ns * sum(op.kernels for op in (*shard, *full))
 
     def per_param(ops: list[Op]) -> float:
@@ -148,9 +148,16 @@ def optimizer_cost(cost: DeviceCostModel, x: Shape) -> OptimizerCost:
     )
 
 
+LayerBlocks = tuple[Block, Block]  # (forward, backward)
+
+
 @dataclass(frozen=True)
 class DeviceBlocks:
-    """Every block a rank of one GPU type may execute, fused and timed once."""
+    """Every block a rank of one GPU type may execute, fused and timed once.
+
+    `layer_fwd`/`layer_bwd` are the first layer's; where layers differ (local and global attention
+    layers of a sliding-window pattern) `other_layers` holds the blocks of each further kind and
+    `layer_kinds` the kind of every model layer (0: the first layer's kind)."""
 
     layer_fwd: Block
     layer_bwd: Block
@@ -159,16 +166,46 @@ class DeviceBlocks:
     head_fwd: Block
     head_bwd: Block
     optimizer: OptimizerCost
+    other_layers: tuple[LayerBlocks, ...] = ()
+    layer_kinds: tuple[int, ...] = ()
+
+    def layer(self, index: int) -> LayerBlocks:
+        """(forward, backward) blocks of model layer `index`."""
+        kind = self.layer_kinds[index] if self.layer_kinds else 0
+        return (self.layer_fwd, self.layer_bwd) if kind == 0 else self.other_layers[kind - 1]
+
+    def layer_mix(self) -> list[tuple[LayerBlocks, float]]:
+        """Each kind's blocks with its share of the model's layers (one kind: share 1)."""
+        kinds = [(self.layer_fwd, self.layer_bwd), *self.other_layers]
+        if not self.layer_kinds:
+            return [(kinds[0], 1.0)]
+        n = len(self.layer_kinds)
+        return [(blocks, self.layer_kinds.count(k) / n) for k, blocks in enumerate(kinds)]
 
 
-def device_blocks(cost: DeviceCostModel, x: Shape, recompute: str) -> DeviceBlocks:
+def device_blocks(
+    cost: DeviceCostModel, x: Shape, recompute: str, windows: tuple[int, ...] = ()
+) -> DeviceBlocks:
+    """`windows`: each model layer's attention window (0: global); empty: every layer as `x`."""
+    distinct = tuple(dict.fromkeys(windows)) or (x.window,)
     overlap = overlap_tp if x.tp_overlap else list
+    kinds = []
+    for w in distinct:
+        at = replace(x, window=w)
+        kinds.append(
+            (
+                fuse(overlap(layer_forward(at)), "fwd", cost, at),
+                fuse(overlap(layer_backward(at, recompute)), "bwd", cost, at),
+            )
+        )
     return DeviceBlocks(
-        layer_fwd=fuse(overlap(layer_forward(x)), "fwd", cost, x),
-        layer_bwd=fuse(overlap(layer_backward(x, recompute)), "bwd", cost, x),
+        layer_fwd=kinds[0][0],
+        layer_bwd=kinds[0][1],
         embedding_fwd=fuse(embedding_forward(x), "fwd", cost, x),
         embedding_bwd=fuse(embedding_backward(x), "bwd", cost, x),
         head_fwd=fuse(head_forward(x), "fwd", cost, x),
         head_bwd=fuse(head_backward(x), "bwd", cost, x),
         optimizer=optimizer_cost(cost, x),
+        other_layers=tuple(kinds[1:]),
+        layer_kinds=tuple(distinct.index(w) for w in windows) if len(distinct) > 1 else (),
     )

@@ -25,7 +25,6 @@ from dataclasses import replace
 
 from astra_hetero.workload.attention import attention_backward, attention_forward, fused_attention
 from astra_hetero.workload.ops import (
-    BYTES_BF16,
     Collective,
     Concurrent,
     LayerStep,
@@ -73,8 +72,8 @@ def core_attention_backward(x: Shape, selective_recompute: bool) -> list[LayerSt
 
 
 def kv_bytes(x: Shape) -> int:
-    """Keys and values of this rank's tokens (its 1/cp of the sequence), BF16."""
-    return 2 * BYTES_BF16 * x.tokens * (x.kv // x.t) * x.d
+    """Keys and values of this rank's tokens (its 1/cp of the sequence), in the activation format."""
+    return 2 * x.dtypes.activation_bytes * x.tokens * (x.kv // x.t) * x.d
 
 
 def step_fractions(cp: int, s: int) -> list[float]:
@@ -101,7 +100,7 @@ def rank_attention(x: Shape, attention_pass: str) -> Op:
 def _forward_ring(x: Shape, name: str, first_slot: int) -> Concurrent:
     cp, size = x.cp, kv_bytes(x)
     work = rank_attention(x, "fwd")
-    merge = memory_op(f"{name}_correction", x.tokens * x.q_width / x.t, OUT_CORRECTION_BYTES)
+    merge = memory_op(f"{name}_correction", x.tokens * x.q_width / x.t, OUT_CORRECTION_BYTES * x.width)
     nodes: list[Node] = []
     deps: list[tuple[int, ...]] = []
 
@@ -128,7 +127,7 @@ def _backward_ring(x: Shape, first_slot: int) -> Concurrent:
     accumulate = memory_op(
         "attention_grad_accumulation",
         x.tokens * (x.q_width + 2 * x.kv * x.d) / x.t,
-        GRAD_ACCUMULATION_BYTES,
+        GRAD_ACCUMULATION_BYTES * x.width,
     )
     nodes: list[Node] = []
     deps: list[tuple[int, ...]] = []

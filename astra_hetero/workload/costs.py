@@ -10,6 +10,11 @@ Byte counts per element follow the kernels Megatron runs (BF16 activations, FP32
   bias-dropout-add           forward reads x and the residual, writes y and a 1-byte mask: 7 B;
                              backward reads dy and the mask, writes dx: 5 B
   GeLU (bias fused)          4 B forward, 6 B backward; SwiGLU per output element 6 B / 10 B
+  squared ReLU (Nemotron)    Megatron-core's `torch.pow(F.relu(x), 2)`, unfused: relu then pow, each
+                             reading and writing the tensor (8 B, 2 kernels); backward through pow and
+                             relu reads the gradient and the saved relu output twice (12 B, 3 kernels)
+  RoPE                       Transformer Engine's fused rotary kernel, once for Q and once for K: reads
+                             and writes each (4 B per element) in both passes
   cross-entropy (vocab-parallel, megatron/core/tensor_parallel/cross_entropy.py): the logits are cast
                              to FP32 (6 B), max-reduced (4 B), shifted, exponentiated, summed and
                              normalised in place (28 B); backward scales the saved softmax (8 B) and
@@ -34,8 +39,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from itertools import product
 
 from astra_hetero.spec.schema import ModelSpec, ParallelismSpec
+from astra_hetero.workload import fp8
 from astra_hetero.workload.attention import DROPOUT_BYTES
 from astra_hetero.workload.context_parallel import core_attention_backward, core_attention_forward
 from astra_hetero.workload.moe import expert_parameters_per_layer, moe_backward, moe_forward
@@ -53,6 +60,7 @@ from astra_hetero.workload.ops import (
     memory_op,
     shape_of,
 )
+from astra_hetero.workload.precision import BF16, Dtypes, adam_step_bytes
 
 __all__ = ["BYTES_BF16", "Collective", "LayerStep", "Op", "Shape", "shape_of"]
 
@@ -64,15 +72,20 @@ NORM_BWD_KERNELS = 3  # input gradient, weight-gradient partials, their reductio
 BIAS_DROPOUT_ADD_BYTES = {"fwd": 7, "bwd": 5}
 GELU_BYTES = {"fwd": 4, "bwd": 6}
 SWIGLU_BYTES = {"fwd": 6, "bwd": 10}
+SQUARED_RELU = {"fwd": (8, 2, 2.0), "bwd": (12, 3, 3.0)}  # bytes per element, kernels, FLOPs
+ROPE_BYTES, ROPE_FLOPS = 4, 3.0
 CROSS_ENTROPY_MAX_BYTES, CROSS_ENTROPY_BYTES, CROSS_ENTROPY_BWD_BYTES = 10, 28, 14
 # Optimizer-phase operators are sized per million parameters (calibration rows use the same unit).
 OPTIMIZER_UNIT_PARAMS = 1_000_000
-ADAM_BYTES, ADAM_FLOPS, GRAD_NORM_BYTES, ZERO_GRAD_BYTES = 30, 10, 4, 4
+ADAM_FLOPS, GRAD_NORM_BYTES, ZERO_GRAD_BYTES = 10, 4, 4  # Adam's bytes: precision.adam_step_bytes
 
 
-def _tp_enter(x: Shape) -> list[Collective]:
-    """Before a column-parallel block: all-gather of the sequence shards with SP, nothing without."""
-    return [Collective("all_gather", _activation_bytes(x))] if x.t > 1 and x.sp else []
+def _tp_enter(x: Shape, width: int | None = None) -> list[Collective]:
+    """Before a column-parallel block: all-gather of the sequence shards with SP, nothing without.
+    `width`: bytes per element gathered (default: the activation format's)."""
+    if x.t == 1 or not x.sp:
+        return []
+    return [Collective("all_gather", _activation_bytes(x, width))]
 
 
 def _tp_exit(x: Shape) -> list[Collective]:
@@ -82,41 +95,44 @@ def _tp_exit(x: Shape) -> list[Collective]:
     return [Collective("reduce_scatter" if x.sp else "all_reduce", _activation_bytes(x))]
 
 
-def _regather(x: Shape) -> list[Collective]:
+def _regather(x: Shape, width: int | None = None) -> list[Collective]:
     """With SP a column-parallel layer keeps only its sequence shard of the input for the backward and
     all-gathers it again there for the weight gradient (Megatron-LM mpu/layers.py
     LinearWithGradAccumulationAndAsyncCommunication.backward, 2022; Transformer Engine's Linear and
     LayerNormLinear likewise). Megatron launches it beside the input-gradient GEMM; the engine runs
     TP collectives blocking, as Calculon's reproduction of Korthikanti et al.'s Table 5 counts it
     (calculon-ai/calculon validation/seqsel/tab5: seq_par_ag_redo, tensor_par_overlap none)."""
-    return [Collective("all_gather", _activation_bytes(x))] if x.t > 1 and x.sp else []
+    return [Collective("all_gather", _activation_bytes(x, width))] if x.t > 1 and x.sp else []
 
 
-def _activation_bytes(x: Shape) -> int:
-    return BYTES_BF16 * x.tokens * x.h
+def _activation_bytes(x: Shape, width: int | None = None) -> int:
+    return (width or x.dtypes.activation_bytes) * x.tokens * x.h
 
 
 def _mlp_forward(x: Shape) -> list[Op]:
-    f, t = x.f // x.t, x.tokens
-    if x.swiglu:
-        return [
-            linear_forward("mlp_gate_up", t, x.h, 2 * f),
-            memory_op("swiglu", t * f, SWIGLU_BYTES["fwd"], flops=4.0),
-            linear_forward("mlp_down", t, f, x.h),
-        ]
+    f, t, dt = x.f // x.t, x.tokens, x.dtypes
+    first = ("mlp_gate_up", 2 * f) if x.swiglu else ("mlp_up", f)
     return [
-        linear_forward("mlp_up", t, x.h, f),
-        memory_op("gelu", t * f, GELU_BYTES["fwd"], flops=8.0),
-        linear_forward("mlp_down", t, f, x.h),
+        linear_forward(first[0], t, x.h, first[1], dt),
+        _activation(x, "fwd"),
+        *fp8.plain_input(x, "mlp_down", f),
+        linear_forward("mlp_down", t, f, x.h, dt),
     ]
 
 
-def _mlp_block_forward(x: Shape) -> list[LayerStep]:
-    """The MLP with the TP collectives around it: dense, or the MoE layer with its shared experts."""
+def _mlp_block_forward(x: Shape, gathered: int | None) -> list[LayerStep]:
+    """The MLP with the TP collectives around it: dense, or the MoE layer with its shared experts
+    (`gathered`: bytes per element the sequence-parallel all-gather moves)."""
     if x.moe is None:
-        return [*_tp_enter(x), *_mlp_forward(x), *_tp_exit(x)]
+        return [*fp8.norm_fed_input(x, "mlp_up"), *_tp_enter(x, gathered), *_mlp_forward(x), *_tp_exit(x)]
     shared = replace(x, f=x.moe.shared_ffn)
-    return moe_forward(x, [*_tp_enter(x), *_mlp_forward(shared), *_tp_exit(x)] if x.moe.shared_ffn else [])
+    dense = [
+        *fp8.norm_fed_input(shared, "mlp_up"),
+        *_tp_enter(x, gathered),
+        *_mlp_forward(shared),
+        *_tp_exit(x),
+    ]
+    return moe_forward(x, dense if x.moe.shared_ffn else [])
 
 
 def _mlp_block_backward(x: Shape, grad_enter: list[LayerStep]) -> list[LayerStep]:
@@ -127,32 +143,61 @@ def _mlp_block_backward(x: Shape, grad_enter: list[LayerStep]) -> list[LayerStep
 
 
 def _mlp_backward(x: Shape) -> list[Op]:
-    f, t = x.f // x.t, x.tokens
+    f, t, dt = x.f // x.t, x.tokens, x.dtypes
     first = ("mlp_gate_up", 2 * f) if x.swiglu else ("mlp_up", f)
-    activation = ("swiglu", SWIGLU_BYTES["bwd"]) if x.swiglu else ("gelu", GELU_BYTES["bwd"])
     return [
-        linear_backward("mlp_down", t, f, x.h),
-        memory_op(activation[0], t * f, activation[1], flops=8.0),
+        *fp8.output_gradient(x, "mlp_down", x.h),
+        linear_backward("mlp_down", t, f, x.h, dt),
+        _activation(x, "bwd"),
         *_local(x, memory_op("mlp_up_bias_grad", t * f, BIAS_GRAD_BYTES, flops=1.0)),
-        *_regather(x),
-        linear_backward(first[0], t, x.h, first[1]),
+        *_regather(x, fp8.gathered_input_bytes(x)),
+        *fp8.output_gradient(x, first[0], first[1]),
+        *fp8.norm_fed_transpose(x, first[0]),
+        linear_backward(first[0], t, x.h, first[1], dt),
     ]
 
 
+def _activation(x: Shape, phase: str) -> Op:
+    """The MLP's activation over the rank's t × f/tp outputs."""
+    elements = x.tokens * (x.f // x.t)
+    if x.squared_relu:
+        per_element, kernels, flops = SQUARED_RELU[phase]
+        return memory_op("squared_relu", elements, per_element * x.width, kernels, flops=flops)
+    if x.swiglu:
+        return memory_op(
+            "swiglu", elements, SWIGLU_BYTES[phase] * x.width, flops=4.0 if phase == "fwd" else 8.0
+        )
+    return memory_op("gelu", elements, GELU_BYTES[phase] * x.width, flops=8.0)
+
+
+def _rope(x: Shape) -> list[Op]:
+    """Rotary embeddings on the rank's query and key heads (the same in both passes)."""
+    if not x.rope:
+        return []
+    elements = x.tokens * (x.a + x.kv) // x.t * x.d
+    return [memory_op("rope", elements, ROPE_BYTES * x.width, kernels=2, flops=ROPE_FLOPS)]
+
+
 def layer_forward(x: Shape) -> list[LayerStep]:
-    norm = x.elementwise_tokens * x.h
+    norm, dt = x.elementwise_tokens * x.h, x.dtypes
+    norm_bytes = NORM_BYTES["fwd"] * x.width - fp8.norm_saving(x)
+    residual_bytes = BIAS_DROPOUT_ADD_BYTES["fwd"] * x.width
+    gathered = fp8.gathered_input_bytes(x)
     return [
-        memory_op("norm_attn", norm, NORM_BYTES["fwd"], flops=5.0),
-        *_tp_enter(x),
-        linear_forward("qkv_proj", x.tokens, x.h, x.qkv_width // x.t),
+        memory_op("norm_attn", norm, norm_bytes, flops=5.0),
+        *fp8.norm_fed_input(x, "qkv_proj"),
+        *_tp_enter(x, gathered),
+        linear_forward("qkv_proj", x.tokens, x.h, x.qkv_width // x.t, dt),
         *_local(x, memory_op("qkv_bias", x.tokens * x.qkv_width // x.t, BIAS_ADD_BYTES, flops=1.0)),
+        *_rope(x),
         *core_attention_forward(x),
-        linear_forward("attn_out_proj", x.tokens, x.q_width // x.t, x.h),
+        *fp8.plain_input(x, "attn_out_proj", x.q_width // x.t),
+        linear_forward("attn_out_proj", x.tokens, x.q_width // x.t, x.h, dt),
         *_tp_exit(x),
-        memory_op("residual_attn", norm, BIAS_DROPOUT_ADD_BYTES["fwd"], flops=2.0, random=True),
-        memory_op("norm_mlp", norm, NORM_BYTES["fwd"], flops=5.0),
-        *_mlp_block_forward(x),
-        memory_op("residual_mlp", norm, BIAS_DROPOUT_ADD_BYTES["fwd"], flops=2.0, random=True),
+        memory_op("residual_attn", norm, residual_bytes, flops=2.0, random=True),
+        memory_op("norm_mlp", norm, norm_bytes, flops=5.0),
+        *_mlp_block_forward(x, gathered),
+        memory_op("residual_mlp", norm, residual_bytes, flops=2.0, random=True),
     ]
 
 
@@ -162,7 +207,7 @@ def _local(x: Shape, *ops: Op) -> list[Op]:
 
 
 def _norm_backward(x: Shape, name: str) -> Op:
-    per_element = LOCAL_NORM_BWD_BYTES if x.local_kernels else NORM_BYTES["bwd"]
+    per_element = (LOCAL_NORM_BWD_BYTES if x.local_kernels else NORM_BYTES["bwd"]) * x.width
     return memory_op(name, x.elementwise_tokens * x.h, per_element, NORM_BWD_KERNELS, flops=8.0)
 
 
@@ -170,26 +215,31 @@ def layer_backward(x: Shape, recompute: str) -> list[LayerStep]:
     """The forward reversed. Collectives mirror the forward's: the gradient of an all-reduce after a
     row-parallel block needs none, the input gradient of a column-parallel block is all-reduced (or
     reduce-scattered with SP, where the forward's reduce-scatter becomes an all-gather)."""
-    norm = x.elementwise_tokens * x.h
+    norm, dt = x.elementwise_tokens * x.h, x.dtypes
     grad_enter = [Collective("all_gather", _activation_bytes(x))] if x.t > 1 and x.sp else []
     qkv = x.tokens * x.qkv_width // x.t
+    residual_bytes = BIAS_DROPOUT_ADD_BYTES["bwd"] * x.width
     return [
-        memory_op("residual_mlp", norm, BIAS_DROPOUT_ADD_BYTES["bwd"], flops=1.0),
+        memory_op("residual_mlp", norm, residual_bytes, flops=1.0),
         *_local(x, memory_op("mlp_down_bias_grad", norm, BIAS_GRAD_BYTES, flops=1.0)),
         *_mlp_block_backward(x, grad_enter),
         _norm_backward(x, "norm_mlp"),
-        memory_op("residual_attn", norm, BIAS_DROPOUT_ADD_BYTES["bwd"], flops=1.0),
+        memory_op("residual_attn", norm, residual_bytes, flops=1.0),
         *_local(x, memory_op("attn_out_bias_grad", norm, BIAS_GRAD_BYTES, flops=1.0)),
         *grad_enter,
-        linear_backward("attn_out_proj", x.tokens, x.q_width // x.t, x.h),
+        *fp8.output_gradient(x, "attn_out_proj", x.h),
+        linear_backward("attn_out_proj", x.tokens, x.q_width // x.t, x.h, dt),
         *core_attention_backward(x, recompute == "selective"),
+        *_rope(x),
         *_local(
             x,
             memory_op("qkv_grad_concat", qkv, CONCAT_BYTES),
             memory_op("qkv_bias_grad", qkv, BIAS_GRAD_BYTES, flops=1.0),
         ),
-        *_regather(x),
-        linear_backward("qkv_proj", x.tokens, x.h, x.qkv_width // x.t),
+        *_regather(x, fp8.gathered_input_bytes(x)),
+        *fp8.output_gradient(x, "qkv_proj", x.qkv_width // x.t),
+        *fp8.norm_fed_transpose(x, "qkv_proj"),
+        linear_backward("qkv_proj", x.tokens, x.h, x.qkv_width // x.t, dt),
         *_tp_exit(x),
         _norm_backward(x, "norm_attn"),
     ]
@@ -198,9 +248,11 @@ def layer_backward(x: Shape, recompute: str) -> list[LayerStep]:
 def embedding_forward(x: Shape) -> list[LayerStep]:
     """Vocab-parallel lookup (each TP rank its vocabulary shard, then summed across TP), dropout."""
     return [
-        memory_op("embedding", x.tokens * x.h, 2 * BYTES_BF16, kernels=2),
+        memory_op("embedding", x.tokens * x.h, 2 * x.dtypes.activation_bytes, kernels=2),
         *_tp_exit(x),
-        memory_op("embedding_dropout", x.elementwise_tokens * x.h, DROPOUT_BYTES["fwd"], random=True),
+        memory_op(
+            "embedding_dropout", x.elementwise_tokens * x.h, DROPOUT_BYTES["fwd"] * x.width, random=True
+        ),
     ]
 
 
@@ -209,10 +261,11 @@ def embedding_backward(x: Shape) -> list[LayerStep]:
     from the tokens' gradients, and added into the FP32 main gradient (12 B per table entry)."""
     table = x.v / x.t * x.h
     grad_enter = [Collective("all_gather", _activation_bytes(x))] if x.t > 1 and x.sp else []
+    main_grad = 3 * x.dtypes.grad_bytes  # zeroed, scatter-added into, added to the main gradient
     return [
-        memory_op("embedding_dropout", x.elementwise_tokens * x.h, DROPOUT_BYTES["bwd"]),
+        memory_op("embedding_dropout", x.elementwise_tokens * x.h, DROPOUT_BYTES["bwd"] * x.width),
         *grad_enter,
-        memory_op("embedding_grad", 1.0, table * 12 + x.tokens * x.h * 10, kernels=4),
+        memory_op("embedding_grad", 1.0, table * main_grad + x.tokens * x.h * 10 * x.width, kernels=4),
     ]
 
 
@@ -222,9 +275,9 @@ def head_forward(x: Shape) -> list[LayerStep]:
     logits = x.tokens * (x.v // x.t)
     per_token = [Collective("all_reduce", BYTES_FP32 * x.tokens)] if x.t > 1 else []
     return [
-        memory_op("final_norm", x.elementwise_tokens * x.h, NORM_BYTES["fwd"], flops=5.0),
+        memory_op("final_norm", x.elementwise_tokens * x.h, NORM_BYTES["fwd"] * x.width, flops=5.0),
         *_tp_enter(x),
-        linear_forward("lm_head", x.tokens, x.h, x.v // x.t),
+        linear_forward("lm_head", x.tokens, x.h, x.v // x.t, x.dtypes.without_fp8),
         memory_op("cross_entropy_max", logits, CROSS_ENTROPY_MAX_BYTES, kernels=2, flops=1.0),
         *per_token,
         memory_op("cross_entropy", logits, CROSS_ENTROPY_BYTES, kernels=4, flops=4.0),
@@ -238,25 +291,36 @@ def head_backward(x: Shape) -> list[LayerStep]:
     return [
         memory_op("cross_entropy", logits, CROSS_ENTROPY_BWD_BYTES, kernels=2, flops=2.0),
         *_regather(x),
-        linear_backward("lm_head", x.tokens, x.h, x.v // x.t),
+        linear_backward("lm_head", x.tokens, x.h, x.v // x.t, x.dtypes.without_fp8),
         *_tp_exit(x),
         memory_op(
-            "final_norm", x.elementwise_tokens * x.h, FINAL_NORM_BWD_BYTES, NORM_BWD_KERNELS, flops=8.0
+            "final_norm",
+            x.elementwise_tokens * x.h,
+            FINAL_NORM_BWD_BYTES * x.width,
+            NORM_BWD_KERNELS,
+            flops=8.0,
         ),
     ]
 
 
-def optimizer_ops() -> tuple[list[Op], list[Op]]:
+def optimizer_ops(x: Shape | None = None) -> tuple[list[Op], list[Op]]:
     """(operators over the rank's optimizer shard, operators over all its parameters), each sized for
     OPTIMIZER_UNIT_PARAMS parameters: gradient norm and Adam step run on the shard the rank updates
-    (1/dp of it with the distributed optimizer); the gradient buffer is zeroed whole."""
+    (1/dp of it with the distributed optimizer); the gradient buffer is zeroed whole, and under FP8
+    every weight is cast to its FP8 copies once per iteration. Widths follow `x`'s dtypes (the
+    constants above are those of BF16 weights, FP32 gradients and FP32 optimizer state)."""
     n = float(OPTIMIZER_UNIT_PARAMS)
+    dt = x.dtypes if x is not None else BF16
+    weight_cast = fp8.weight_cast_bytes(x) if x is not None else 0.0
+    full = [memory_op("zero_grad", n, ZERO_GRAD_BYTES * dt.grad_bytes / BYTES_FP32)]
+    if weight_cast:
+        full.append(memory_op("fp8_weight_cast", n, weight_cast))
     return (
         [
-            memory_op("grad_norm", n, GRAD_NORM_BYTES, flops=2.0),
-            memory_op("optimizer_step", n, ADAM_BYTES, flops=ADAM_FLOPS),
+            memory_op("grad_norm", n, GRAD_NORM_BYTES * dt.grad_bytes / BYTES_FP32, flops=2.0),
+            memory_op("optimizer_step", n, adam_step_bytes(dt), flops=ADAM_FLOPS),
         ],
-        [memory_op("zero_grad", n, ZERO_GRAD_BYTES)],
+        full,
     )
 
 
@@ -330,7 +394,7 @@ def operators(x: Shape) -> dict[str, dict[str, Op]]:
     """Every operator the model can emit at shape `x` (selective recompute included), by phase and name."""
     forward = [*layer_forward(x), *embedding_forward(x), *head_forward(x)]
     backward = [*layer_backward(x, "selective"), *embedding_backward(x), *head_backward(x)]
-    shard, full = optimizer_ops()
+    shard, full = optimizer_ops(x)
     by_phase = {"fwd": forward, "bwd": backward, "step": [*shard, *full]}
     return {phase: {op.name: op for op in _ops_of(steps)} for phase, steps in by_phase.items()}
 
@@ -349,13 +413,13 @@ def _ops_of(steps: list[LayerStep]) -> list[Op]:
 
 
 def operator_names() -> dict[str, frozenset[str]]:
-    """Operator names of every formulation (fused and unfused attention, GeLU and SwiGLU), by phase."""
+    """Operator names of every formulation (fused and unfused attention, GeLU, SwiGLU and squared
+    ReLU, RoPE, BF16 and FP8 under either scaling), by phase."""
     names: dict[str, set[str]] = {phase: set() for phase in PHASES}
-    for fused in (True, False):
-        for swiglu in (True, False):
-            x = Shape(
-                b=1, s=8, h=8, a=2, kv=2, f=16, v=16, t=1, sp=False, swiglu=swiglu, fused_attention=fused
-            )
-            for phase, ops in operators(x).items():
-                names[phase] |= set(ops)
+    recipes = (BF16, Dtypes(compute="fp8", fp8_recipe="delayed"), Dtypes(compute="fp8", fp8_recipe="current"))
+    mlps = ({"swiglu": True}, {"swiglu": False}, {"swiglu": False, "squared_relu": True})
+    for fused, mlp, dt in product((True, False), mlps, recipes):
+        x = Shape(1, 8, 8, 2, 2, 16, 16, t=2, sp=True, fused_attention=fused, dtypes=dt, rope=True, **mlp)
+        for phase, ops in operators(x).items():
+            names[phase] |= set(ops)
     return {phase: frozenset(n) for phase, n in names.items()}

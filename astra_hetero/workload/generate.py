@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,6 @@ from astra_hetero.spec.schema import ParallelismSpec, Spec
 from astra_hetero.workload.blocks import DeviceBlocks, device_blocks
 from astra_hetero.workload.calibration import load_calibration
 from astra_hetero.workload.costs import (
-    BYTES_BF16,
     expert_parameters_on_rank,
     parameter_counts,
     shape_of,
@@ -31,6 +30,7 @@ from astra_hetero.workload.invariants import ClassSummary, check_bound, summariz
 from astra_hetero.workload.layout import Layout, Placement, build_layout
 from astra_hetero.workload.memory import check_memory, max_layers_that_fit
 from astra_hetero.workload.partition import Partition, build_partition, micro_batch_group
+from astra_hetero.workload.precision import Dtypes
 from astra_hetero.workload.program import COMP, RankContext, RankGraph, TraceNode
 from astra_hetero.workload.schedule import stage_steps
 from astra_hetero.workload.scope import scoped
@@ -90,7 +90,7 @@ def plan_workload(spec: Spec) -> WorkloadPlan:
 def timed_blocks(spec: Spec, devices: Iterable[Device]) -> dict[str, DeviceBlocks]:
     """Every block a rank may run, timed once per GPU type among `devices` (the planner's estimates
     use the same blocks as the traces)."""
-    x = shape_of(spec.model, spec.parallelism, spec.compute.attention)
+    x = shape_of(spec.model, spec.parallelism, spec.compute.attention, Dtypes.from_spec(spec))
     calibration = load_calibration(spec.calibration) if spec.calibration else None
     if calibration is not None:
         calibration.check_gpus([*gpu_catalog(), *(g.gpu.type_key for g in spec.cluster.node_groups)])
@@ -98,7 +98,11 @@ def timed_blocks(spec: Spec, devices: Iterable[Device]) -> dict[str, DeviceBlock
     costs: dict[str, DeviceCostModel] = {}
     for device in devices:
         costs.setdefault(device.gpu_type, DeviceCostModel(device.spec.gpu, calibration))
-    return {key: device_blocks(cost, x, spec.parallelism.recompute) for key, cost in costs.items()}
+    windows = tuple(spec.model.window_of(i) for i in range(spec.model.num_layers))
+    if len(set(windows)) == 1:  # every layer alike: one kind, carried by the shape
+        x, windows = replace(x, window=windows[0]), ()
+    recompute = spec.parallelism.recompute
+    return {key: device_blocks(cost, x, recompute, windows) for key, cost in costs.items()}
 
 
 def _comm_groups(spec: Spec, layout: Layout) -> list[CommGroup]:
@@ -205,7 +209,8 @@ def _context(
     place = layout.placement(rank)
     stage, replica = place.stage, place.replica
     counts = parameter_counts(model)
-    grad_width = 4 if par.grad_reduce_in_fp32 else BYTES_BF16
+    dt = Dtypes.from_spec(spec)
+    grad_width = dt.grad_bytes
     num_layers = partition.layers_per_stage[stage]
     params, extra_params = stage_parameters(model, par, stage, num_layers)
     experts = expert_parameters_on_rank(model, par)
@@ -228,7 +233,7 @@ def _context(
         has_dp_group="dp" in sizes,
         has_embedding_group="embedding" in sizes,
         # Megatron splits the boundary tensor across the TP ranks (scatter/gather optimisation).
-        activation_bytes=int(BYTES_BF16 * tokens * model.hidden_size / par.tp),
+        activation_bytes=int(dt.activation_bytes * tokens * model.hidden_size / par.tp),
         grad_bucket_bytes=par.dp_bucket_mib * 1024**2,
         layer_grad_bytes=counts.per_layer / par.tp * grad_width,
         embedding_stage_grad_bytes=embedding_params * grad_width,
@@ -237,7 +242,7 @@ def _context(
         params_on_rank=params,
         distributed_optimizer=par.distributed_optimizer,
         updated_params=updated,
-        param_bytes_per_grad_byte=BYTES_BF16 / grad_width,
+        param_bytes_per_grad_byte=dt.param_bytes / grad_width,
         full_recompute=par.recompute == "full",
         overlap_grad_reduce=par.overlap_grad_reduce,
         overlap_param_gather=par.overlap_param_gather,
@@ -370,6 +375,8 @@ def _rank_entry(spec: Spec, device: Device, place: Placement | None, partition: 
     entry: dict[str, Any] = {
         "rank": device.rank,
         "node": device.node,
+        # GPUs on one scale-up fabric (a node, or an NVL72's 18 trays): one "node" to NCCL
+        "scale_up_domain": device.domain,
         "node_group": device.group_name,
         "gpu": device.gpu_type,
         "local_gpu": device.local_gpu,

@@ -189,7 +189,7 @@ def _forward(graph: RankGraph, ctx: RankContext, step: Step, gathers: DataParall
         run.block(f"{prefix}.embed", ctx.blocks.embedding_fwd)
     for layer in range(*ctx.chunks[chunk]):
         gathers.before_unit(run, chunk, f"L{layer}")
-        run.block(f"{prefix}.L{layer}", ctx.blocks.layer_fwd, (layer, mb, 0))
+        run.block(f"{prefix}.L{layer}", ctx.blocks.layer(layer)[0], (layer, mb, 0))
     if last:
         gathers.before_unit(run, chunk, "head")
         run.block(f"{prefix}.head", ctx.blocks.head_fwd)
@@ -224,9 +224,10 @@ def _backward(
     for layer in reversed(range(*ctx.chunks[chunk])):
         if before:
             before(run, f"L{layer}")
+        forward, backward = ctx.blocks.layer(layer)
         if ctx.full_recompute:
-            run.block(f"{prefix}.L{layer}.recompute", ctx.blocks.layer_fwd, (layer, mb, 2))
-        run.block(f"{prefix}.L{layer}", ctx.blocks.layer_bwd, (layer, mb, 1))
+            run.block(f"{prefix}.L{layer}.recompute", forward, (layer, mb, 2))
+        run.block(f"{prefix}.L{layer}", backward, (layer, mb, 1))
         if on_unit:
             on_unit(run, f"L{layer}")
     if first:

@@ -147,10 +147,12 @@ def _check_cell(cell: list[Device], stage: int, replica: int, allow_across_nodes
             f"{' and '.join(types)}; a {what} must use one GPU type",
         )
     for first in range(0, len(cell), tp):
-        nodes = {d.node for d in cell[first : first + tp]}
-        if len(nodes) > 1 and not allow_across_nodes:
+        group = cell[first : first + tp]
+        domains = {d.domain for d in group}  # a node, or the scale-up domain it belongs to
+        if len(domains) > 1 and not allow_across_nodes:
             raise SpecError(
                 "mapping",
                 f"the TP group of stage {stage}, replica {replica} spans nodes "
-                f"{sorted(nodes)}; set parallelism.allow_tp_across_nodes to permit it",
+                f"{sorted({d.node for d in group})} outside one scale-up domain; set "
+                "parallelism.allow_tp_across_nodes to permit it",
             )

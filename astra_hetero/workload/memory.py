@@ -1,13 +1,14 @@
 """Per-device memory estimate under the schedule, checked against device capacity.
 
-Mixed-precision training with Adam: BF16 weights (2 B/param), FP32 main gradients (4 B/param), FP32
-master weights plus two moments (12 B/param), sharded over the data-parallel ranks as the ZeRO stage
-says (`sharding.sharded_state_bytes`). Activations follow Korthikanti et al. (2022), "Reducing
-Activation Recomputation in Large Transformer Models", generalised to the model's FFN width, gated
-MLPs, grouped KV heads and head width; with fused attention (`compute.attention: fused`) the s² score
-terms give way to the kernel's per-head log-sum-exp. Context parallelism stores 1/cp of every
-sequence; a MoE layer stores its routing and expert activations (`moe.moe_activation_bytes`) in place
-of the dense MLP's.
+Mixed-precision training with Adam, widths from the precision section (`precision.py`): by default
+BF16 weights (2 B/param), FP32 main gradients (4 B/param), FP32 master weights plus two moments
+(12 B/param); NeMo's distributed Adam with BF16 state holds 2 + 2 + 6/dp B/param. The states are
+sharded over the data-parallel ranks as the ZeRO stage says (`sharding.sharded_state_bytes`).
+Activations follow Korthikanti et al. (2022), "Reducing Activation Recomputation in Large Transformer
+Models", generalised to the model's FFN width, gated MLPs, grouped KV heads and head width; with fused
+attention (`compute.attention: fused`) the s² score terms give way to the kernel's per-head
+log-sum-exp. Context parallelism stores 1/cp of every sequence; a MoE layer stores its routing and
+expert activations (`moe.moe_activation_bytes`) in place of the dense MLP's.
 
 How many micro-batches' activations a stage holds at once is read off its own schedule: a forward pass
 of a chunk stores that chunk's layers until the chunk's backward pass for the same micro-batch frees
@@ -28,10 +29,10 @@ from astra_hetero.workload.layout import Layout
 from astra_hetero.workload.moe import moe_activation_bytes
 from astra_hetero.workload.ops import shape_of
 from astra_hetero.workload.partition import Partition, even_split
+from astra_hetero.workload.precision import Dtypes
 from astra_hetero.workload.schedule import FORWARD, stage_steps
 from astra_hetero.workload.sharding import largest_unit_parameters, sharded_state_bytes
 
-WEIGHT_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = 2, 4, 12
 # CUDA context, communication buffers, allocator fragmentation: a conservative fixed reserve.
 RESERVED_BYTES = 2 * BYTES_PER_GIB
 
@@ -57,25 +58,36 @@ class MemoryEstimate:
 
 
 def activation_bytes_per_layer(spec: Spec) -> float:
-    """Stored activations of one layer for one micro-batch on one TP rank."""
+    """Stored activations of one layer for one micro-batch on one TP rank.
+
+    Korthikanti et al.'s terms are BF16 tensors (2 B per element) and 1-byte dropout masks; wider
+    activations scale the tensors. Under FP8 Transformer Engine saves the inputs of the linear layers
+    as FP8 (1 B) — except the attention output, which the attention backward needs in BF16 besides
+    the projection's FP8 copy."""
     m, par = spec.model, spec.parallelism
     s, b, h, t = m.seq_len // par.cp, par.micro_batch_size, m.hidden_size, par.tp
     sbh = s * b * h
+    dt = Dtypes.from_spec(spec)
+    w = dt.activation_bytes
     if par.recompute == "full":
-        return 2 * sbh / (t if par.sequence_parallel else 1)
-    replicated = 10.0  # norm inputs, QKV and MLP inputs, dropout masks
-    d = m.head_width
-    # Q and the attention output (2 B each per query-head element), K and V
-    attention = (4 * m.num_heads * d + 4 * m.num_kv_heads * d) / h
+        return w * sbh / (t if par.sequence_parallel else 1)
+    gemm_in = dt.gemm_input_bytes  # a saved linear-layer input
+    fp8_copy = gemm_in if dt.fp8 else 0
+    # norm inputs (2 tensors), QKV and MLP inputs, dropout masks (2 × 1 B)
+    replicated = 2.0 * w + 2.0 * gemm_in + 2.0
+    queries = m.num_heads * m.head_width / h  # query (and attention output) width against h
+    keys = m.num_kv_heads * m.head_width / h
+    up_outputs = 2.0 if m.activation == "swiglu" else 1.0  # MLP up outputs per ffn element
     dense_ffn = m.ffn_size if m.moe is None else m.moe.shared_experts * m.moe.expert_ffn_size
-    mlp = (6.0 if m.activation == "swiglu" else 4.0) * dense_ffn / h
-    sharded = attention + mlp
+    mlp = (up_outputs * w + gemm_in) * dense_ffn / h
+    # Q, K and V, attention output, MLP
+    sharded = w * queries + 2 * w * keys + (w + fp8_copy) * queries + mlp
     if spec.compute.attention == "fused":  # no score matrix; the FP32 row log-sum-exp per head
         scores = 4.0 * m.num_heads / h
-    else:  # softmax output and dropout output (2 B each) and mask (1 B) per score; recomputed if selective
-        scores = 0.0 if par.recompute == "selective" else 5.0 * m.num_heads * s / h
+    else:  # softmax and dropout outputs (activation format) and mask (1 B) per score; recomputed if selective
+        scores = 0.0 if par.recompute == "selective" else (2.0 * w + 1.0) * m.num_heads * s / h
     replicated_share = replicated / t if par.sequence_parallel else replicated
-    routed = moe_activation_bytes(shape_of(m, par, spec.compute.attention)) if m.moe is not None else 0.0
+    routed = moe_activation_bytes(shape_of(m, par, spec.compute.attention, dt)) if m.moe is not None else 0.0
     return sbh * (replicated_share + sharded / t + scores / t) + routed
 
 
@@ -103,13 +115,14 @@ def estimate(
     if chunk_layers is None:
         chunk_layers = even_split(num_layers, par.virtual_stages)
     params, _ = stage_parameters(model, par, stage, num_layers)
+    dt = Dtypes.from_spec(spec)
     experts = expert_parameters_on_rank(model, par) * num_layers
-    per_param = (WEIGHT_BYTES, GRAD_BYTES, OPTIMIZER_BYTES)
+    per_param = (dt.param_bytes, dt.grad_bytes, dt.optimizer_bytes)
     weights, gradients, optimizer = sharded_state_bytes(spec, params - experts, experts, per_param)
     if par.sharding_stage == 3:  # gathered units in flight: the one in use and the prefetched one,
         unit = largest_unit_parameters(spec, stage)  # and the unsharded gradients of one
-        weights += 2 * WEIGHT_BYTES * unit
-        gradients += GRAD_BYTES * unit
+        weights += 2 * dt.param_bytes * unit
+        gradients += dt.grad_bytes * unit
     activations = activation_bytes_per_layer(spec) * peak_layers_in_flight(
         spec, stage, chunk_layers, num_micro_batches
     )
@@ -117,8 +130,9 @@ def estimate(
         activations += activation_bytes_per_layer(
             spec.model_copy(update={"parallelism": par.model_copy(update={"recompute": "none"})})
         )
-    if stage == par.pp - 1:  # logits in BF16 plus FP32 softmax for the loss
-        activations += par.micro_batch_size * model.seq_len * model.vocab_size / par.tp * 6
+    if stage == par.pp - 1:  # logits in the activation format plus FP32 softmax for the loss
+        per_logit = dt.activation_bytes + 4
+        activations += par.micro_batch_size * model.seq_len * model.vocab_size / par.tp * per_logit
     return MemoryEstimate(weights, gradients, optimizer, activations)
 
 

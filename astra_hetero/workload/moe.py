@@ -17,7 +17,10 @@ routing) of its ep·etp expert group, runs its experts on the ones routed to the
 the result.
 
 Routing imbalance (`routing.py`) scales the expert work and the dispatch/combine volume by the busiest
-EP rank's load. Byte counts per element of the memory-bound kernels:
+EP rank's load. Tokens travel and are stored in the activation format (`Shape.dtypes`); the expert
+GEMMs run in the compute format (Transformer Engine's grouped GEMMs take FP8 like its other linear
+layers). Byte counts per element of the memory-bound kernels, written for BF16 and scaled by
+`Shape.width`:
   router scores   read the FP32 logits, write probabilities and the top-k mask and indices: 12 B
   permute         read and write each copied row: 4 B; its backward scatter-adds rows back: 6 B
   sort / unsort   read and write: 4 B
@@ -29,7 +32,6 @@ from __future__ import annotations
 import math
 
 from astra_hetero.workload.ops import (
-    BYTES_BF16,
     BYTES_FP32,
     Collective,
     Gemm,
@@ -57,8 +59,8 @@ def moe_forward(x: Shape, shared: list[LayerStep]) -> list[LayerStep]:
     collectives), run after the routed experts as Megatron-core does without shared-expert overlap."""
     m = _moe(x)
     tokens, h = _tokens(x), x.h
-    steps: list[LayerStep] = [
-        linear_forward("router", tokens, h, m.experts),
+    steps: list[LayerStep] = [  # the router GEMM stays in the activation format (FP32 scores)
+        linear_forward("router", tokens, h, m.experts, x.dtypes.without_fp8),
         memory_op("router_topk", tokens * m.experts, ROUTER_BYTES["fwd"], kernels=3, flops=4.0),
     ]
     steps += _dispatch(x, "fwd")
@@ -77,7 +79,7 @@ def moe_backward(x: Shape, shared: list[LayerStep]) -> list[LayerStep]:
     steps += _combine_of_gradients(x)
     return steps + [
         memory_op("router_topk", tokens * m.experts, ROUTER_BYTES["bwd"], kernels=2, flops=4.0),
-        linear_backward("router", tokens, h, m.experts),
+        linear_backward("router", tokens, h, m.experts, x.dtypes.without_fp8),
     ]
 
 
@@ -102,13 +104,13 @@ def expert_tokens(x: Shape) -> float:
 def _copies_bytes(x: Shape) -> int:
     """One all-to-all's buffer on a rank: its T·k token copies (at the busiest rank's load)."""
     m = _moe(x)
-    return int(BYTES_BF16 * _tokens(x) * m.top_k * m.load * x.h)
+    return int(x.dtypes.activation_bytes * _tokens(x) * m.top_k * m.load * x.h)
 
 
 def _gathered_bytes(x: Shape, with_routing: bool) -> int:
     """The all-gather dispatcher's buffer: every token of the ep·etp expert group."""
     m = _moe(x)
-    per_token = BYTES_BF16 * x.h + (ROUTING_BYTES_PER_SCORE * m.experts if with_routing else 0)
+    per_token = x.dtypes.activation_bytes * x.h + (ROUTING_BYTES_PER_SCORE * m.experts if with_routing else 0)
     return int(m.ep * m.etp * _tokens(x) * per_token)
 
 
@@ -118,14 +120,14 @@ def _dispatch(x: Shape, phase: str) -> list[LayerStep]:
     copies = _tokens(x) * m.top_k
     if m.dispatcher == "allgather":
         gathered = [Collective("all_gather", _gathered_bytes(x, True), "moe")] if m.ep * m.etp > 1 else []
-        return [*gathered, memory_op("moe_permute", expert_tokens(x) * x.h, PERMUTE_BYTES[phase])]
-    steps: list[LayerStep] = [memory_op("moe_permute", copies * x.h, PERMUTE_BYTES[phase])]
+        return [*gathered, memory_op("moe_permute", expert_tokens(x) * x.h, PERMUTE_BYTES[phase] * x.width)]
+    steps: list[LayerStep] = [memory_op("moe_permute", copies * x.h, PERMUTE_BYTES[phase] * x.width)]
     if m.ep > 1:
         steps.append(Collective("all_to_all", _copies_bytes(x), "ep"))
     if m.etp > 1:
-        steps.append(Collective("all_gather", int(BYTES_BF16 * expert_tokens(x) * x.h), "etp"))
+        steps.append(Collective("all_gather", _expert_rows_bytes(x), "etp"))
     if m.ep > 1 and m.local_experts > 1:
-        steps.append(memory_op("moe_sort_chunks", expert_tokens(x) * x.h, SORT_BYTES))
+        steps.append(memory_op("moe_sort_chunks", expert_tokens(x) * x.h, SORT_BYTES * x.width))
     return steps
 
 
@@ -135,15 +137,21 @@ def _combine(x: Shape, phase: str) -> list[LayerStep]:
     copies = _tokens(x) * m.top_k
     if m.dispatcher == "allgather":
         scatter = [Collective("reduce_scatter", _gathered_bytes(x, False), "moe")] if m.ep * m.etp > 1 else []
-        return [memory_op("moe_unpermute", expert_tokens(x) * x.h, UNPERMUTE_BYTES[phase]), *scatter]
+        unpermute = memory_op("moe_unpermute", expert_tokens(x) * x.h, UNPERMUTE_BYTES[phase] * x.width)
+        return [unpermute, *scatter]
     steps: list[LayerStep] = []
     if m.ep > 1 and m.local_experts > 1:
-        steps.append(memory_op("moe_unsort_chunks", expert_tokens(x) * x.h, SORT_BYTES))
+        steps.append(memory_op("moe_unsort_chunks", expert_tokens(x) * x.h, SORT_BYTES * x.width))
     if m.etp > 1:
-        steps.append(Collective("reduce_scatter", int(BYTES_BF16 * expert_tokens(x) * x.h), "etp"))
+        steps.append(Collective("reduce_scatter", _expert_rows_bytes(x), "etp"))
     if m.ep > 1:
         steps.append(Collective("all_to_all", _copies_bytes(x), "ep"))
-    return steps + [memory_op("moe_unpermute", copies * x.h, UNPERMUTE_BYTES[phase])]
+    return steps + [memory_op("moe_unpermute", copies * x.h, UNPERMUTE_BYTES[phase] * x.width)]
+
+
+def _expert_rows_bytes(x: Shape) -> int:
+    """The copies this rank's experts process, in the activation format (the expert-TP buffer)."""
+    return int(x.dtypes.activation_bytes * expert_tokens(x) * x.h)
 
 
 def _dispatch_of_gradients(x: Shape) -> list[LayerStep]:
@@ -174,14 +182,16 @@ def _expert_widths(x: Shape) -> tuple[int, int]:
 
 def _grouped(name: str, x: Shape, d_in: int, d_out: int, backward: bool) -> Op:
     """One GEMM per local expert, each on its share of the rank's token copies (grouped GEMM)."""
-    m = _moe(x)
+    m, dt = _moe(x), x.dtypes
     rows = math.ceil(expert_tokens(x) / m.local_experts)
+    formats = {"fmt": dt.matmul, "operand_bytes": dt.gemm_input_bytes, "c_bytes": dt.activation_bytes}
     if not backward:
-        return gemm_op(name, Gemm(rows, d_out, d_in, m.local_experts))
+        return gemm_op(name, Gemm(rows, d_out, d_in, m.local_experts, **formats))
+    wgrad = {**formats, "c_bytes": dt.grad_bytes, "c_read_bytes": dt.grad_bytes}
     return gemm_op(
         name,
-        Gemm(rows, d_in, d_out, m.local_experts),
-        Gemm(d_in, d_out, rows, m.local_experts, c_bytes=BYTES_FP32, c_read_bytes=BYTES_FP32),
+        Gemm(rows, d_in, d_out, m.local_experts, **formats),
+        Gemm(d_in, d_out, rows, m.local_experts, **wgrad),
     )
 
 
@@ -191,7 +201,9 @@ def _experts_forward(x: Shape) -> list[LayerStep]:
     activation = ("expert_swiglu", GATED_BYTES) if x.swiglu else ("expert_gelu", GELU_BYTES)
     return [
         _grouped("expert_fc1", x, x.h, fc1, backward=False),
-        memory_op(activation[0], rows * inner, activation[1]["fwd"], flops=4.0 if x.swiglu else 8.0),
+        memory_op(
+            activation[0], rows * inner, activation[1]["fwd"] * x.width, flops=4.0 if x.swiglu else 8.0
+        ),
         _grouped("expert_fc2", x, inner, x.h, backward=False),
     ]
 
@@ -202,7 +214,7 @@ def _experts_backward(x: Shape) -> list[LayerStep]:
     activation = ("expert_swiglu", GATED_BYTES) if x.swiglu else ("expert_gelu", GELU_BYTES)
     return [
         _grouped("expert_fc2", x, inner, x.h, backward=True),
-        memory_op(activation[0], rows * inner, activation[1]["bwd"], flops=8.0),
+        memory_op(activation[0], rows * inner, activation[1]["bwd"] * x.width, flops=8.0),
         _grouped("expert_fc1", x, x.h, fc1, backward=True),
     ]
 
@@ -217,8 +229,9 @@ def moe_activation_bytes(x: Shape) -> float:
     shared experts count as a dense MLP): the router's input and FP32 scores, the permuted copies and
     the expert outputs the unpermutation scales (T·k rows each), and per processed copy the expert's
     input, its fc1 output and its fc2 input (Megatron-core saves these for the grouped GEMMs' backward)."""
-    m = _moe(x)
+    m, w = _moe(x), x.dtypes.activation_bytes
     tokens, copies = _tokens(x), _tokens(x) * m.top_k
     fc1, inner = _expert_widths(x)
-    routing = tokens * (BYTES_BF16 * x.h + BYTES_FP32 * m.experts) + 2 * BYTES_BF16 * copies * x.h
-    return routing + expert_tokens(x) * BYTES_BF16 * (x.h + fc1 + inner)
+    routing = tokens * (w * x.h + BYTES_FP32 * m.experts) + 2 * w * copies * x.h
+    # the grouped GEMMs' saved inputs are in their operand format (FP8 under an FP8 recipe)
+    return routing + expert_tokens(x) * (x.dtypes.gemm_input_bytes * (x.h + inner) + w * fc1)

@@ -3,7 +3,8 @@ attention, and the TP collectives between them; plus the per-rank shape every op
 
 An `Op` carries what its time depends on: the GEMM shapes (M, N, K, batch) for matrix products, the
 bytes moved for memory-bound kernels, and the sequence length for fused attention. FLOPs and bytes are
-per micro-batch and per TP rank, BF16 (2-byte) tensors unless a field says otherwise.
+per micro-batch and per TP rank; tensor widths follow the shape's `Dtypes` (the constants here are
+BF16's, and per-element byte counts elsewhere are written for BF16 and scaled by `Shape.width`).
 
 Communication inside a pass is a `Collective` on a comm-group role ("tp" by default; "cp", "ep",
 "etp", "moe" for the newer parallelisms) or a `Transfer` to a ring neighbour. Work that overlaps with
@@ -17,16 +18,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from astra_hetero.spec.schema import ModelSpec, ParallelismSpec
+from astra_hetero.workload.precision import BF16, DTYPE_BYTES, Dtypes
 from astra_hetero.workload.routing import busiest_load
 
-BYTES_BF16 = 2
-BYTES_FP32 = 4
+BYTES_BF16 = DTYPE_BYTES["bf16"]
+BYTES_FP32 = DTYPE_BYTES["fp32"]
 
 
 @dataclass(frozen=True)
 class Gemm:
     """C[m, n] = A[m, k] · B[k, n], `batch` times; `c_read_bytes` > 0 when C is accumulated in place
-    (Megatron's weight-gradient GEMMs add into the FP32 main gradient)."""
+    (Megatron's weight-gradient GEMMs add into the FP32 main gradient). `fmt` is the matmul format
+    whose rate it runs at, `operand_bytes` the width of A and B as read."""
 
     m: int
     n: int
@@ -34,6 +37,8 @@ class Gemm:
     batch: int = 1
     c_bytes: int = BYTES_BF16
     c_read_bytes: int = 0
+    fmt: str = "bf16"
+    operand_bytes: int = BYTES_BF16
 
     @property
     def flops(self) -> float:
@@ -41,7 +46,7 @@ class Gemm:
 
     @property
     def bytes(self) -> float:
-        operands = BYTES_BF16 * (self.m * self.k + self.k * self.n)
+        operands = self.operand_bytes * (self.m * self.k + self.k * self.n)
         return float(self.batch * (operands + (self.c_bytes + self.c_read_bytes) * self.m * self.n))
 
 
@@ -60,6 +65,7 @@ class Op:
     seq_len: int = 0
     attention_pass: str = ""
     random: bool = False  # draws a Philox random number per element (dropout masks): see timing.py
+    fmt: str = "bf16"  # fused attention: the matmul format whose rate it runs at
 
 
 @dataclass(frozen=True)
@@ -136,19 +142,20 @@ def memory_op(
     return Op(name, flops * elements, bytes_per_element * elements, "memory", kernels=kernels, random=random)
 
 
-def linear_forward(name: str, tokens: int, d_in: int, d_out: int) -> Op:
-    """y[tokens, d_out] = x[tokens, d_in] · W[d_in, d_out]."""
-    return gemm_op(name, Gemm(tokens, d_out, d_in))
+def linear_forward(name: str, tokens: int, d_in: int, d_out: int, dt: Dtypes = BF16) -> Op:
+    """y[tokens, d_out] = x[tokens, d_in] · W[d_in, d_out], output in the activation format."""
+    return gemm_op(name, Gemm(tokens, d_out, d_in, **_formats(dt)))
 
 
-def linear_backward(name: str, tokens: int, d_in: int, d_out: int) -> Op:
-    """Input gradient dx = dy · Wᵀ and weight gradient dW += xᵀ · dy into the FP32 main gradient
-    (Megatron's gradient-accumulation fusion)."""
-    return gemm_op(
-        name,
-        Gemm(tokens, d_in, d_out),
-        Gemm(d_in, d_out, tokens, c_bytes=BYTES_FP32, c_read_bytes=BYTES_FP32),
-    )
+def linear_backward(name: str, tokens: int, d_in: int, d_out: int, dt: Dtypes = BF16) -> Op:
+    """Input gradient dx = dy · Wᵀ and weight gradient dW += xᵀ · dy into the main gradient
+    (Megatron's gradient-accumulation fusion; FP32 unless precision.grads says otherwise)."""
+    wgrad = dict(_formats(dt), c_bytes=dt.grad_bytes, c_read_bytes=dt.grad_bytes)
+    return gemm_op(name, Gemm(tokens, d_in, d_out, **_formats(dt)), Gemm(d_in, d_out, tokens, **wgrad))
+
+
+def _formats(dt: Dtypes) -> dict[str, int | str]:
+    return {"fmt": dt.matmul, "operand_bytes": dt.gemm_input_bytes, "c_bytes": dt.activation_bytes}
 
 
 @dataclass(frozen=True)
@@ -166,11 +173,20 @@ class Shape:
     sp: bool
     swiglu: bool
     fused_attention: bool = True
+    dtypes: Dtypes = BF16
+    squared_relu: bool = False  # Nemotron's relu(x)² MLP (two matrices, no biases)
+    rope: bool = False
+    window: int = 0  # sliding-window attention: keys a query attends at most (0: all before it)
     hd: int = 0  # head width; 0 = h / a
     cp: int = 1  # context parallelism: this rank holds 1/cp of every sequence
     cp_comm: str = "p2p"
     moe: MoeShape | None = None
     tp_overlap: bool = False  # TP collectives overlapped with their GEMMs (tp_comm_overlap)
+
+    @property
+    def width(self) -> float:
+        """Activation width against BF16's: scales per-element byte counts written for BF16."""
+        return self.dtypes.activation_bytes / BYTES_BF16
 
     @property
     def d(self) -> int:
@@ -187,8 +203,8 @@ class Shape:
 
     @property
     def biases(self) -> bool:
-        """GPT-style layers (GeLU MLP) carry biases; gated (SwiGLU) ones do not."""
-        return not self.swiglu
+        """GPT-style layers (GeLU MLP) carry biases; SwiGLU and squared-ReLU ones do not."""
+        return not self.swiglu and not self.squared_relu
 
     @property
     def local_kernels(self) -> bool:
@@ -225,7 +241,9 @@ class MoeShape:
         return self.experts // self.ep
 
 
-def shape_of(model: ModelSpec, par: ParallelismSpec, attention: str = "fused") -> Shape:
+def shape_of(
+    model: ModelSpec, par: ParallelismSpec, attention: str = "fused", dtypes: Dtypes = BF16
+) -> Shape:
     moe = None
     if model.moe is not None:
         moe = MoeShape(
@@ -250,6 +268,9 @@ def shape_of(model: ModelSpec, par: ParallelismSpec, attention: str = "fused") -
         sp=par.sequence_parallel,
         swiglu=model.activation == "swiglu",
         fused_attention=attention == "fused",
+        dtypes=dtypes,
+        squared_relu=model.activation == "squared_relu",
+        rope=model.rope,
         hd=model.head_width,
         cp=par.cp,
         cp_comm=par.cp_comm,

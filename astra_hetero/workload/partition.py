@@ -86,8 +86,10 @@ class PassCosts:
 
 
 def pass_costs(blocks: DeviceBlocks, full_recompute: bool) -> PassCosts:
-    per_layer = block_time_ns(blocks.layer_fwd) * (2 if full_recompute else 1) + block_time_ns(
-        blocks.layer_bwd
+    # layers of several kinds (sliding-window patterns) are charged at their mean over the model
+    per_layer = sum(
+        share * (block_time_ns(fwd) * (2 if full_recompute else 1) + block_time_ns(bwd))
+        for (fwd, bwd), share in blocks.layer_mix()
     )
     return PassCosts(
         per_layer,

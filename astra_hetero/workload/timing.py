@@ -54,9 +54,13 @@ def attention_efficiency(gpu: GpuSpec, attention_pass: str, seq_len: int) -> flo
     return min(1.0, long_seq * scale)
 
 
-def device_rates(gpu: GpuSpec) -> DeviceRates:
+def device_rates(gpu: GpuSpec, fmt: str = "bf16") -> DeviceRates:
+    """The GPU's rates with GEMMs in matmul format `fmt` (its catalog peak and achievable fraction)."""
     return DeviceRates(
-        gpu.effective_flops_per_ns, gpu.effective_bytes_per_ns, gpu.num_sms, gpu.kernel_overhead_us * 1e3
+        gpu.effective_matmul_flops_per_ns(fmt),
+        gpu.effective_bytes_per_ns,
+        gpu.num_sms,
+        gpu.kernel_overhead_us * 1e3,
     )
 
 
@@ -66,14 +70,25 @@ class OperatorModel:
     def __init__(self, gpu: GpuSpec) -> None:
         self.gpu = gpu
         self.rates = device_rates(gpu)
+        self._by_format = {"bf16": self.rates}
         self._peak_flops_per_ns = gpu.bf16_tflops * 1e3 * gpu.sustained_fraction * gpu.compute_multiplier
+
+    def rates_for(self, fmt: str) -> DeviceRates:
+        found = self._by_format.get(fmt)
+        if found is None:
+            found = self._by_format[fmt] = device_rates(self.gpu, fmt)
+        return found
 
     def time_ns(self, op: Op) -> float:
         memory_ns = op.bytes / self.rates.bytes_per_ns
         if op.kind == "gemm":
-            return sum(gemm_time_ns(g, self.rates) for g in op.gemms)
+            return sum(gemm_time_ns(g, self.rates_for(g.fmt)) for g in op.gemms)
         if op.kind == "attention":
-            rate = self._peak_flops_per_ns * attention_efficiency(self.gpu, op.attention_pass, op.seq_len)
+            # attention efficiencies are fractions of the BF16 peak; another format scales them by
+            # its achievable matmul rate against BF16's
+            scale = self.rates_for(op.fmt).matmul_flops_per_ns / self.rates.matmul_flops_per_ns
+            efficiency = attention_efficiency(self.gpu, op.attention_pass, op.seq_len)
+            rate = self._peak_flops_per_ns * efficiency * scale
             return op.kernels * self.rates.kernel_ns + max(op.flops / rate, memory_ns)
         if op.random:
             memory_ns /= DROPOUT_BANDWIDTH_FRACTION

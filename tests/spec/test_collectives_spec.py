@@ -32,13 +32,19 @@ def test_every_gpu_preset_names_its_architecture_and_every_fabric_its_kind():
         "h200": "hopper",
         "l40s": "ada",
         "mi300x": "cdna3",
+        "b200": "blackwell",
+        "gb200": "blackwell",
+        "mi325x": "cdna3",
+        "mi355x": "cdna4",
     }
     assert {k: gpu_catalog()[k].architecture for k in expected} == expected
     assert {k: f.kind for k, f in fabric_catalog().items()} == {
         "nvlink2": "nvlink",
         "nvlink3": "nvlink",
         "nvlink4": "nvlink",
+        "nvlink5": "nvlink",
         "xgmi": "xgmi",
+        "xgmi-cdna4": "xgmi",
         "pcie4": "pcie",
         "pcie5": "pcie",
     }

@@ -85,6 +85,26 @@ def test_catalog_peaks_agree_with_sm_count_and_clock():
         assert abs(per_sm_per_clock / nearest - 1) < 0.10, key
 
 
+@pytest.mark.parametrize(
+    ("key", "per_sm_per_clock"), [("h100-sxm", 4096), ("b200", 8192), ("gb200", 8192), ("mi355x", 4096)]
+)
+def test_peak_is_sms_times_clock_times_the_architectures_dense_bf16_rate(key, per_sm_per_clock):
+    """Hopper 4096 and Blackwell 8192 dense BF16 FLOP per clock per SM (CDNA 4: per CU)."""
+    gpu = gpu_catalog()[key]
+    peak = gpu.num_sms * gpu.boost_clock_mhz * 1e6 * per_sm_per_clock / 1e12
+    assert peak == pytest.approx(gpu.bf16_tflops, rel=0.002)
+
+
+def test_other_formats_keep_the_datasheets_ratios_to_bf16():
+    """FP8 doubles BF16 and TF32 halves it wherever the catalog has them (dense figures)."""
+    for key, gpu in gpu_catalog().items():
+        if gpu.fp8_tflops is not None:
+            assert gpu.fp8_tflops / gpu.bf16_tflops == pytest.approx(2.0, rel=0.03), key
+        if gpu.tf32_tflops is not None:
+            assert gpu.tf32_tflops / gpu.bf16_tflops == pytest.approx(0.5, rel=0.03), key
+        assert gpu.fp32_tflops is not None and gpu.fp32_tflops < gpu.bf16_tflops / 3, key
+
+
 def test_every_catalog_number_beyond_the_datasheet_names_its_source():
     text = resources.files("astra_hetero.spec").joinpath("catalog", "gpus.yaml").read_text()
     sourced = (

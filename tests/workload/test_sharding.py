@@ -10,12 +10,15 @@ from astra_hetero.errors import SpecError
 from astra_hetero.spec import parse_spec
 from astra_hetero.workload.costs import parameter_counts
 from astra_hetero.workload.generate import class_graph, plan_workload
-from astra_hetero.workload.memory import GRAD_BYTES, OPTIMIZER_BYTES, WEIGHT_BYTES, estimate
+from astra_hetero.workload.memory import estimate
+from astra_hetero.workload.precision import BF16
 from astra_hetero.workload.program import COLL
 from astra_hetero.workload.sharding import largest_unit_parameters
 from tests.conftest import TINY_MODEL, node_group
 
 DP, MICRO_BATCHES = 16, 2
+# Megatron's mixed precision: BF16 weights, FP32 main gradients, FP32 master copy and Adam moments
+WEIGHT_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = BF16.param_bytes, BF16.grad_bytes, BF16.optimizer_bytes
 
 
 def zero_spec(**parallelism: Any) -> dict[str, Any]:

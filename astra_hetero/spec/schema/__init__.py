@@ -13,7 +13,14 @@ from astra_hetero.spec.schema.execution import (
     NcclTestsTable,
     ScopeSpec,
 )
-from astra_hetero.spec.schema.hardware import ClusterSpec, FabricSpec, GpuSpec, NicSpec, NodeGroupSpec
+from astra_hetero.spec.schema.hardware import (
+    ClusterSpec,
+    FabricSpec,
+    GpuSpec,
+    NicSpec,
+    NodeGroupSpec,
+    ScaleUpDomainSpec,
+)
 from astra_hetero.spec.schema.model import ModelSpec
 from astra_hetero.spec.schema.network import DcqcnSpec, EcnThreshold, NetworkSpec, Ns3Spec
 from astra_hetero.spec.schema.parallelism import (
@@ -23,6 +30,7 @@ from astra_hetero.spec.schema.parallelism import (
     PartitionSpec,
     Split,
 )
+from astra_hetero.spec.schema.precision import PrecisionSpec
 from astra_hetero.spec.schema.spec import Spec
 
 __all__ = [
@@ -44,6 +52,8 @@ __all__ = [
     "Ns3Spec",
     "ParallelismSpec",
     "PartitionSpec",
+    "PrecisionSpec",
+    "ScaleUpDomainSpec",
     "ScopeSpec",
     "Spec",
     "Split",

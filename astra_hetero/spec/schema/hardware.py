@@ -69,6 +69,19 @@ class GpuSpec(Strict):
     attention_bwd_efficiency: Efficiency | None = Field(
         None, description="fused attention backward, fraction of bf16_tflops (None: forward x 0.87)"
     )
+    fp16_tflops: Tflops | None = Field(None, description="dense FP16 tensor peak (None: bf16_tflops)")
+    fp8_tflops: Tflops | None = Field(None, description="dense FP8 tensor peak (None: no FP8 GEMMs)")
+    tf32_tflops: Tflops | None = Field(None, description="dense TF32 tensor peak (None: no TF32)")
+    fp32_tflops: Tflops | None = Field(None, description="FP32 (non-tensor) peak (None: unknown)")
+    fp8_efficiency: Efficiency | None = Field(
+        None, description="achievable fraction of fp8_tflops on large GEMMs (None: compute_efficiency)"
+    )
+    tf32_efficiency: Efficiency | None = Field(
+        None, description="achievable fraction of tf32_tflops (None: compute_efficiency)"
+    )
+    fp32_efficiency: Efficiency | None = Field(
+        None, description="achievable fraction of fp32_tflops (None: compute_efficiency)"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -91,14 +104,31 @@ class GpuSpec(Strict):
 
     @property
     def effective_flops_per_ns(self) -> float:
-        """Sustained achievable matmul rate: peak × MAMF fraction × sustained fraction × multiplier."""
-        return (
-            self.bf16_tflops
-            * 1e3
-            * self.compute_efficiency
-            * self.sustained_fraction
-            * self.compute_multiplier
-        )
+        """Sustained achievable BF16 matmul rate: peak × MAMF fraction × sustained × multiplier."""
+        return self.effective_matmul_flops_per_ns("bf16")
+
+    def matmul_tflops(self, fmt: str) -> float | None:
+        """Dense peak of the matmul format `fmt` (bf16, fp16, fp8, tf32, fp32); None: not supported."""
+        peaks = {
+            "bf16": self.bf16_tflops,
+            "fp16": self.fp16_tflops or self.bf16_tflops,
+            "fp8": self.fp8_tflops,
+            "tf32": self.tf32_tflops,
+            "fp32": self.fp32_tflops,
+        }
+        return peaks[fmt]
+
+    def matmul_efficiency(self, fmt: str) -> float:
+        """Achievable fraction of `fmt`'s peak on large GEMMs (BF16's MAMF fraction where the
+        catalog has no measurement for the format)."""
+        own = {"fp8": self.fp8_efficiency, "tf32": self.tf32_efficiency, "fp32": self.fp32_efficiency}
+        return own.get(fmt) or self.compute_efficiency
+
+    def effective_matmul_flops_per_ns(self, fmt: str) -> float:
+        peak = self.matmul_tflops(fmt)
+        if peak is None:
+            raise ValueError(f"{self.name} has no {fmt} matmul rate")
+        return peak * 1e3 * self.matmul_efficiency(fmt) * self.sustained_fraction * self.compute_multiplier
 
     @property
     def effective_bytes_per_ns(self) -> float:
@@ -149,6 +179,21 @@ class NicSpec(Strict):
         return data
 
 
+class ScaleUpDomainSpec(Strict):
+    """Nodes whose GPUs share one scale-up switch fabric (GB200 NVL72: 18 trays of 4 GPUs on one
+    NVLink switch fabric). The group's `intra_node_fabric` is that fabric: every GPU of a domain links
+    to the domain's switch at the fabric's per-GPU rate; NICs stay per node. An integer is `{gpus: n}`."""
+
+    gpus: Count = Field(description="GPUs per domain: a multiple of gpus_per_node")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, bool):
+            raise ValueError("expected {gpus: n} or a GPU count")
+        return {"gpus": data} if isinstance(data, int) else data
+
+
 class NodeGroupSpec(Strict):
     name: str | None = None
     count: Count = Field(description="number of nodes")
@@ -156,10 +201,38 @@ class NodeGroupSpec(Strict):
     gpu: GpuSpec
     intra_node_fabric: FabricSpec
     nic: NicSpec
+    scale_up_domain: ScaleUpDomainSpec | None = Field(
+        None, description="nodes joined by one scale-up fabric (None: each node is its own domain)"
+    )
+
+    @model_validator(mode="after")
+    def _whole_domains(self) -> NodeGroupSpec:
+        domain = self.scale_up_domain
+        if domain is not None:
+            if domain.gpus % self.gpus_per_node:
+                raise ValueError(
+                    f"scale_up_domain.gpus={domain.gpus} is not a multiple of gpus_per_node="
+                    f"{self.gpus_per_node} (a domain holds whole nodes)"
+                )
+            if self.num_gpus % domain.gpus:
+                raise ValueError(
+                    f"the group's {self.num_gpus} GPUs do not split into domains of {domain.gpus}; "
+                    f"give count a multiple of {domain.gpus // self.gpus_per_node}"
+                )
+        return self
 
     @property
     def num_gpus(self) -> int:
         return self.count * self.gpus_per_node
+
+    @property
+    def scale_up_gpus(self) -> int:
+        """GPUs on one scale-up fabric: a domain's, else a node's."""
+        return self.scale_up_domain.gpus if self.scale_up_domain is not None else self.gpus_per_node
+
+    @property
+    def nodes_per_domain(self) -> int:
+        return self.scale_up_gpus // self.gpus_per_node
 
     @property
     def nics_per_node(self) -> int:
@@ -213,6 +286,11 @@ class ClusterSpec(Strict):
     @property
     def num_nodes(self) -> int:
         return sum(g.count for g in self.node_groups)
+
+    @property
+    def num_scale_up_domains(self) -> int:
+        """Nodes, counting the nodes of one scale-up domain once."""
+        return sum(g.num_gpus // g.scale_up_gpus for g in self.node_groups)
 
 
 def _differences(a: GpuSpec, b: GpuSpec) -> str:

@@ -41,8 +41,10 @@ class ParallelismSpec(Strict):
         "iteration, waited for before its first forward use; false: blocking all-gathers after the "
         "optimizer step (Megatron-LM's default)",
     )
-    grad_reduce_in_fp32: bool = Field(
-        True, description="reduce gradients in FP32 (Megatron's default for BF16)"
+    grad_reduce_in_fp32: bool | None = Field(
+        None,
+        description="reduce gradients in FP32 (Megatron's default for BF16); None: as precision.grads "
+        "says (FP32 unless it says bf16)",
     )
     allow_tp_across_nodes: bool = False
     cp: Count = Field(

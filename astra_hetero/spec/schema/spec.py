@@ -11,6 +11,7 @@ from astra_hetero.spec.schema.hardware import ClusterSpec
 from astra_hetero.spec.schema.model import ModelSpec
 from astra_hetero.spec.schema.network import NetworkSpec
 from astra_hetero.spec.schema.parallelism import MappingSpec, ParallelismSpec, PartitionSpec
+from astra_hetero.spec.schema.precision import PrecisionSpec
 from astra_hetero.spec.types import (
     Iterations,
 )
@@ -22,6 +23,7 @@ class Spec(Strict):
     cluster: ClusterSpec
     network: NetworkSpec = NetworkSpec()
     parallelism: ParallelismSpec
+    precision: PrecisionSpec = PrecisionSpec()
     mapping: MappingSpec = MappingSpec()
     partition: PartitionSpec = PartitionSpec()
     collectives: CollectiveSpec = CollectiveSpec()

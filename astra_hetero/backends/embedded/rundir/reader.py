@@ -165,6 +165,14 @@ def _comm_groups(path: Path, num_ranks: int) -> dict[str, tuple[int, ...]]:
 
 
 def _machines(labels: list[dict[str, Any]], topology: Topology, num_ranks: int) -> list[int]:
-    if len(labels) == num_ranks and all("node" in entry for entry in labels):
-        return [int(entry["node"]) for entry in labels]
+    """Rank -> the machine NCCL sees: the GPUs of one scale-up fabric (a node, or the trays of one
+    NVLink domain), from the manifest, else from the topology's switches."""
+    if len(labels) == num_ranks:
+        for key in ("scale_up_domain", "node"):
+            if all(_is_index(entry.get(key)) for entry in labels):
+                return [int(entry[key]) for entry in labels]
     return host_groups(topology, num_ranks)
+
+
+def _is_index(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
