@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from astra_hetero.cli.main import main
-from astra_hetero.planner.dimensions import option_names
+from astra_hetero.planner.dimensions import active_dimensions
 from astra_hetero.spec import parse_spec
 from astra_hetero.workload.generate import plan_workload
 from tests.conftest import node_group
@@ -56,13 +56,14 @@ def rows(out: Path) -> list[dict[str, str]]:
 def row_spec(data: dict, row: dict[str, str]) -> dict[str, Any]:
     """The spec a plans.csv row describes, rebuilt from its columns alone."""
     spec = {k: v for k, v in data.items() if k != "search"}
-    options = {name: yaml.safe_load(row[name]) for name in option_names()}
+    for dimension in active_dimensions():  # each option into its own section
+        section = spec.setdefault(dimension.section, {})
+        spec[dimension.section] = {**section, dimension.key: yaml.safe_load(row[dimension.field])}
     spec["parallelism"] = {
-        **data["parallelism"],
+        **spec["parallelism"],
         "tp": int(row["tp"]),
         "pp": int(row["pp"]),
         "dp": int(row["dp"]),
-        **options,
     }
     grid = None if row["mapping"] == "cluster order" else [s.split() for s in row["mapping"].split(" | ")]
     spec["mapping"] = {"grid": grid, "allow_idle_gpus": int(row["idle_gpus"]) > 0}

@@ -220,3 +220,33 @@ def test_the_published_nemotron_340b_run_fits_80_gb_with_nemos_bf16_optimizer_st
     assert (fp32_state.gradients, fp32_state.optimizer) == pytest.approx((4 * params, 6 * params))
     assert nemo.total < 80 * gib < fp32_state.total
     assert nemo.activations == fp32_state.activations
+
+
+def _trace_messages(precision: dict) -> dict[str, int]:
+    """Message bytes by kind over the first rank class's program: pipeline sends, TP and DP collectives
+    (DP buckets are sized in bytes, so their count follows the width: compare totals)."""
+    from astra_hetero.workload.generate import class_graph, plan_workload
+
+    spec = spec_with(precision, tp=2, pp=2, dp=4, distributed_optimizer=True)
+    plan = plan_workload(spec)
+    graph = class_graph(plan, plan.contexts[0])
+    totals: dict[str, int] = {}
+    for node in graph.nodes:
+        if node.kind in ("send", "coll"):
+            key = "p2p" if node.kind == "send" else f"{node.group}.{node.comm_type}"
+            totals[key] = totals.get(key, 0) + node.bytes
+    return totals
+
+
+def test_trace_messages_follow_the_precision():
+    bf16 = _trace_messages({})
+    fp32 = _trace_messages({"compute": "fp32"})
+    nemo = _trace_messages({"grads": "bf16"})
+    # activations: pipeline sends and TP all-reduces double from BF16 to FP32
+    assert fp32["p2p"] == 2 * bf16["p2p"] and fp32["tp.all_reduce"] == 2 * bf16["tp.all_reduce"]
+    # DP gradient reduce-scatters follow the gradient width (FP32 by default, BF16 as NeMo runs)
+    assert nemo["dp.reduce_scatter"] == pytest.approx(bf16["dp.reduce_scatter"] / 2, rel=1e-6)
+    assert fp32["dp.reduce_scatter"] == bf16["dp.reduce_scatter"]
+    # the distributed optimizer's parameter all-gathers move the weights: BF16, or FP32 ones
+    assert fp32["dp.all_gather"] == pytest.approx(2 * bf16["dp.all_gather"], rel=1e-6)
+    assert nemo["dp.all_gather"] == pytest.approx(bf16["dp.all_gather"], rel=1e-6)
