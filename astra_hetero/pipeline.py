@@ -12,6 +12,7 @@ import math
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,7 @@ from astra_hetero.errors import BackendFailed, RunDirError
 from astra_hetero.outputs import RUN_PARTS, OutputStaging, publish_output
 from astra_hetero.progress import progress_bar
 from astra_hetero.results.io import check_result, relocate, write_result
-from astra_hetero.results.model import RunOutput, RunResult, SharedSpans, Span
+from astra_hetero.results.model import APPROXIMATION, RunOutput, RunResult, SharedSpans, Span
 
 if TYPE_CHECKING:  # imported where used: `run RUN_DIR` needs neither the spec schema nor the generator
     from astra_hetero.spec.schema import Spec
@@ -197,9 +198,24 @@ def _simulate(
             if keep_failed_logs and run.staging.previous is not None:
                 _keep_failed_logs(path, run.staging.previous, exc)
             raise
-        return _write_result(path, run.root, output, timeline)
+        return _write_result(path, run.root, _with_workload_notes(path, output), timeline)
 
     return run.write("result", inputs, write)
+
+
+def _with_workload_notes(path: Path, output: RunOutput) -> RunOutput:
+    """The result with the workload's approximations (manifest.json) among its warnings, whichever
+    backend ran it."""
+    manifest = path / rundir.MANIFEST
+    if not manifest.is_file():
+        return output
+    notes = rundir.read_json_object(manifest, "regenerate the run directory").get("approximations") or []
+    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        raise RunDirError(f"{manifest}: approximations must be a list of strings")
+    warnings = tuple(APPROXIMATION + n for n in notes if APPROXIMATION + n not in output.result.warnings)
+    if not warnings:
+        return output
+    return replace(output, result=replace(output.result, warnings=(*warnings, *output.result.warnings)))
 
 
 def _keep_failed_logs(staging: Path, previous: Path, exc: BackendFailed) -> None:

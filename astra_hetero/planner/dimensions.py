@@ -39,6 +39,7 @@ class Dimension:
     by_work: tuple[Any, ...] = ()
     section: str = "parallelism"  # the spec section that holds it
     attr: str = ""  # its name there (default: `field`)
+    quiet: bool = False  # left out of plan labels at its schema default (options most plans leave alone)
 
     @property
     def key(self) -> str:
@@ -99,18 +100,24 @@ DIMENSIONS: tuple[Dimension, ...] = (
         "overlap-param",
         lambda shape: shape.dp == 1,
     ),
-    Dimension("ep", _expert_degrees, "ep"),
-    Dimension("etp", _as_written("etp"), "etp"),
-    Dimension("moe_token_dispatcher", _as_written("moe_token_dispatcher"), ""),
-    Dimension("cp_comm", _as_written("cp_comm"), "cp-comm", lambda shape: shape.cp == 1),
+    Dimension("ep", _expert_degrees, "ep", quiet=True),
+    Dimension("etp", _as_written("etp"), "etp", quiet=True),
+    Dimension("moe_token_dispatcher", _as_written("moe_token_dispatcher"), "", quiet=True),
+    Dimension("cp_comm", _as_written("cp_comm"), "cp-comm", lambda shape: shape.cp == 1, quiet=True),
     # Transformer Engine's overlap needs sequence parallelism: the spec checks reject it without
-    Dimension("tp_comm_overlap", lambda spec: (False, True), "tp-overlap", lambda shape: shape.tp == 1),
     Dimension(
-        "overlap_p2p_comm", _as_written("overlap_p2p_comm"), "overlap-p2p", lambda shape: shape.pp == 1
+        "tp_comm_overlap", lambda spec: (False, True), "tp-overlap", lambda shape: shape.tp == 1, quiet=True
+    ),
+    Dimension(
+        "overlap_p2p_comm",
+        _as_written("overlap_p2p_comm"),
+        "overlap-p2p",
+        lambda shape: shape.pp == 1,
+        quiet=True,
     ),
     # searched when `search:` lists stages; contradictions with distributed_optimizer are spec errors
-    Dimension("zero_stage", _as_written("zero_stage"), "zero"),
-    Dimension("fsdp", _as_written("fsdp"), "fsdp"),
+    Dimension("zero_stage", _as_written("zero_stage"), "zero", quiet=True),
+    Dimension("fsdp", _as_written("fsdp"), "fsdp", quiet=True),
     # The GEMM format changes numerics as well as speed, so it is searched only where `search:` lists
     # formats (e.g. precision: [bf16, fp8]); a GPU without the format makes the plan infeasible.
     Dimension("precision", _as_written("compute", "precision"), "", section="precision", attr="compute"),
@@ -157,8 +164,11 @@ def work_rank(options: tuple[tuple[str, Any], ...]) -> tuple[tuple[tuple[str, An
 def describe_options(options: tuple[tuple[str, Any], ...]) -> str:
     """`mbs=1 1f1b sp recompute=selective`: booleans by their name when on, left out when off."""
     short = {d.field: d.short for d in DIMENSIONS}
+    quiet = {d.field: d.default for d in DIMENSIONS if d.quiet}
     words = []
     for name, value in options:
+        if name in quiet and value == quiet[name]:
+            continue
         tag = short.get(name, name)
         if isinstance(value, bool):
             words += [tag] if value else []

@@ -16,6 +16,7 @@ from astra_hetero.errors import InfeasiblePlan
 from astra_hetero.spec.catalog import gpu_catalog
 from astra_hetero.spec.devices import Device
 from astra_hetero.spec.schema import ParallelismSpec, Spec
+from astra_hetero.workload.approximations import workload_approximations
 from astra_hetero.workload.blocks import DeviceBlocks, device_blocks
 from astra_hetero.workload.calibration import load_calibration
 from astra_hetero.workload.costs import (
@@ -364,6 +365,7 @@ def manifest(plan: WorkloadPlan) -> dict[str, Any]:
         "micro_batches_per_replica": list(partition.micro_batches_per_replica),
         "idle_ranks": list(layout.idle_ranks),
         "scope": spec.scope.model_dump(mode="json") if spec.scope else None,
+        "approximations": workload_approximations(spec),
         "workload_prefix": rundir.WORKLOAD_PREFIX,
         "comm_groups": groups,
         "ranks": ranks,

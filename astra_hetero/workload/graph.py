@@ -47,14 +47,15 @@ CP_TAG_BASE = 1 << 30  # context-parallel ring messages: their own tag range (pi
 CP_PASSES = 3  # forward, backward, forward recomputed in the backward (full recompute)
 
 
-def cp_tag(layer: int, micro_batch: int, recompute_pass: int, cp: int, slot: int) -> int:
-    """Unique per ring message between two CP neighbours: layer, micro-batch, pass (0 forward, 1
-    backward, 2 recomputed forward) and the message's slot within the block."""
+def cp_tag(layer: int, micro_batch: int, recompute_pass: int, cp: int, slot: int, micro_batches: int) -> int:
+    """Unique per ring message between two CP neighbours (who run the same micro-batches): layer,
+    micro-batch, pass (0 forward, 1 backward, 2 recomputed forward) and the message's slot in the block."""
     slots = SLOTS_PER_CP_RANK * cp
-    tag = CP_TAG_BASE + ((layer * 1_000_000 + micro_batch) * CP_PASSES + recompute_pass) * slots + slot
-    if micro_batch >= 1_000_000 or tag > MAX_TAG:
+    tag = CP_TAG_BASE + ((layer * micro_batches + micro_batch) * CP_PASSES + recompute_pass) * slots + slot
+    if tag > MAX_TAG:
         raise ValueError(
-            f"context-parallel ring tags of layer {layer}, micro-batch {micro_batch} exceed int32"
+            f"context-parallel ring tags of layer {layer}, micro-batch {micro_batch} exceed int32 "
+            f"({micro_batches} micro-batches per replica)"
         )
     return tag
 
@@ -108,7 +109,8 @@ class _Pass:
 
     def _transfer(self, name: str, node: Transfer, tag: tuple[int, int, int], deps: list[int]) -> int:
         layer, micro_batch, recompute_pass = tag
-        value = cp_tag(layer, micro_batch, recompute_pass, self.ctx.group_size("cp"), node.slot)
+        cp, count = self.ctx.group_size("cp"), self.ctx.num_micro_batches
+        value = cp_tag(layer, micro_batch, recompute_pass, cp, node.slot, count)
         kind = SEND if node.direction == "send" else RECV
         return self.graph.p2p(name, kind, node.peer, value, node.bytes, deps)
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 
+from astra_hetero.workload import fp8
 from astra_hetero.workload.ops import (
     BYTES_FP32,
     Collective,
@@ -195,11 +196,23 @@ def _grouped(name: str, x: Shape, d_in: int, d_out: int, backward: bool) -> Op:
     )
 
 
+def _fp8_cast(x: Shape, name: str, elements: float) -> list[Op]:
+    """Under FP8, a grouped GEMM's input (or output gradient) cast and transposed per local expert,
+    as Transformer Engine does for its other linear layers (see fp8.py for the byte counts)."""
+    if not x.dtypes.fp8:
+        return []
+    current = x.dtypes.fp8_recipe == "current"
+    per_element = fp8.CAST_TRANSPOSE_BYTES + (fp8.AMAX_BYTES if current else 0)
+    kernels = _moe(x).local_experts * (1 + int(current))
+    return [memory_op(f"{name}_fp8_cast", elements, per_element, kernels=kernels)]
+
+
 def _experts_forward(x: Shape) -> list[LayerStep]:
     fc1, inner = _expert_widths(x)
     rows = expert_tokens(x)
     activation = ("expert_swiglu", GATED_BYTES) if x.swiglu else ("expert_gelu", GELU_BYTES)
     return [
+        *_fp8_cast(x, "expert_fc1", rows * x.h),
         _grouped("expert_fc1", x, x.h, fc1, backward=False),
         memory_op(
             activation[0], rows * inner, activation[1]["fwd"] * x.width, flops=4.0 if x.swiglu else 8.0
@@ -213,8 +226,10 @@ def _experts_backward(x: Shape) -> list[LayerStep]:
     rows = expert_tokens(x)
     activation = ("expert_swiglu", GATED_BYTES) if x.swiglu else ("expert_gelu", GELU_BYTES)
     return [
+        *_fp8_cast(x, "expert_fc2_grad", rows * x.h),
         _grouped("expert_fc2", x, inner, x.h, backward=True),
         memory_op(activation[0], rows * inner, activation[1]["bwd"] * x.width, flops=8.0),
+        *_fp8_cast(x, "expert_fc1_grad", rows * fc1),
         _grouped("expert_fc1", x, x.h, fc1, backward=True),
     ]
 
