@@ -98,6 +98,12 @@ def problem_from_data(data: Any, source: Path | None = None) -> Problem:
         error = spec_error_from_validation(exc)
         raise SpecError(f"search.{error.field}".rstrip("."), error.reason) from None
     base = validate_sections(data, source)
+    if base.mapping.experts is not None:
+        raise SpecError(
+            "mapping.experts",
+            "the planner chooses the mapping and does not place experts; drop mapping.experts from a "
+            "spec with search:, or run the spec as written",
+        )
     check_dynamics(base)  # a bad event is the spec's error, not every candidate's
     devices = tuple(enumerate_devices(base.cluster))
     problem = Problem(base, settings, device_classes(base), devices, source)

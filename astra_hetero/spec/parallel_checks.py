@@ -100,6 +100,11 @@ def _check_experts(spec: Spec) -> None:
             "parallelism.sequence_parallel",
             "MoE layers with tp > 1 need sequence_parallel (as Megatron-core requires)",
         )
+    if spec.mapping.experts is not None and par.sharding_stage == 3:
+        raise SpecError(
+            "mapping.experts",
+            "placing experts is not modelled with ZeRO-3 (whose gathered units assume every rank's share)",
+        )
 
 
 def _check_tp_overlap(spec: Spec) -> None:

@@ -26,4 +26,9 @@ def workload_approximations(spec: Spec) -> list[str]:
             f"MoE routing imbalance: every rank of an expert group computes and exchanges as much as the "
             f"busiest one ({load:.3g}× its even share of the tokens), which paces the group"
         )
+    if model.moe is not None and spec.mapping.experts:
+        notes.append(
+            "experts on " + ", ".join(spec.mapping.experts) + ": the uneven all-to-all (the other ranks "
+            "only send to the holders) is written as an even one of a holder's receive volume"
+        )
     return notes

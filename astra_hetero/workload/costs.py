@@ -338,7 +338,11 @@ class ParameterCounts:
 
 
 def stage_parameters(
-    model: ModelSpec, par: ParallelismSpec, stage: int, num_layers: int
+    model: ModelSpec,
+    par: ParallelismSpec,
+    stage: int,
+    num_layers: int,
+    expert_hosts: tuple[int, bool] = (0, True),
 ) -> tuple[float, float]:
     """(parameters on one TP rank of `stage`, of which not in transformer layers).
 
@@ -353,13 +357,20 @@ def stage_parameters(
         extra += counts.head + counts.final_norm
         if model.tied_embeddings and par.pp > 1:
             extra += counts.embedding
-    experts = num_layers * expert_parameters_on_rank(model, par)
+    experts = num_layers * expert_parameters_on_rank(model, par, expert_hosts)
     return (num_layers * counts.per_layer + extra) / par.tp + experts, extra / par.tp
 
 
-def expert_parameters_on_rank(model: ModelSpec, par: ParallelismSpec) -> float:
-    """Routed-expert weights of one MoE layer on one rank: num_experts/ep experts, each 1/etp of it."""
-    return parameter_counts(model).experts_per_layer / (par.ep * par.expert_tp)
+def expert_parameters_on_rank(
+    model: ModelSpec, par: ParallelismSpec, expert_hosts: tuple[int, bool] = (0, True)
+) -> float:
+    """Routed-expert weights of one MoE layer on one rank: num_experts/ep experts, each 1/etp of it;
+    under mapping.experts (`expert_hosts`: holders per expert group, whether this rank is one)
+    num_experts/holders on a holder, none elsewhere."""
+    hosts, holds = expert_hosts
+    if not holds:
+        return 0.0
+    return parameter_counts(model).experts_per_layer / ((hosts or par.ep) * par.expert_tp)
 
 
 def parameter_counts(model: ModelSpec) -> ParameterCounts:

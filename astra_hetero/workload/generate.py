@@ -26,10 +26,12 @@ from astra_hetero.workload.costs import (
     stage_parameters,
 )
 from astra_hetero.workload.encode import ClassEncoder, RankBinding, encode_compute
+from astra_hetero.workload.expert_placement import ExpertPlacement, block_key, expert_placement
 from astra_hetero.workload.graph import build_rank_graph
 from astra_hetero.workload.invariants import ClassSummary, check_bound, summarize
 from astra_hetero.workload.layout import Layout, Placement, build_layout
 from astra_hetero.workload.memory import check_memory, max_layers_that_fit
+from astra_hetero.workload.ops import Shape
 from astra_hetero.workload.partition import Partition, build_partition, micro_batch_group
 from astra_hetero.workload.precision import Dtypes
 from astra_hetero.workload.program import COMP, RankContext, RankGraph, TraceNode
@@ -68,14 +70,19 @@ def plan_workload(spec: Spec) -> WorkloadPlan:
     total_mb = spec.parallelism.global_batch_size // spec.parallelism.micro_batch_size
     # a replica's share can be no larger (the others get at least one group each)
     most_mb = total_mb - (spec.parallelism.dp - 1) * micro_batch_group(spec.parallelism)
-    blocks = timed_blocks(spec, layout.devices)
+    placement = expert_placement(spec, layout)
+    blocks = timed_blocks(spec, layout.devices, placement)
+
+    def hosts_of(rank: int) -> tuple[int, bool]:
+        return (placement.hosts, placement.holds(rank)) if placement is not None else (0, True)
+
     partition = build_partition(
         spec,
         layout,
-        lambda rank: blocks[layout.devices[rank].gpu_type],
-        lambda stage: max_layers_that_fit(spec, layout, stage, most_mb),
+        lambda rank: blocks[block_key(layout.devices[rank], placement)],
+        lambda stage: max_layers_that_fit(spec, layout, stage, most_mb, hosts_of),
     )
-    check_memory(spec, layout, partition)
+    check_memory(spec, layout, partition, hosts_of)
     partition = scoped(partition, spec.scope)  # a cut-down iteration, planned for the whole one
     groups = _comm_groups(spec, layout)
     of_rank: list[list[CommGroup]] = [[] for _ in range(layout.num_ranks)]
@@ -83,27 +90,41 @@ def plan_workload(spec: Spec) -> WorkloadPlan:
         for rank in group.ranks:
             of_rank[rank].append(group)
     active = layout.active_ranks
-    contexts = [_context(spec, layout, partition, of_rank[r], blocks, r) for r in active]
+    contexts = [_context(spec, layout, partition, of_rank[r], blocks, r, placement) for r in active]
     bindings = [_binding(spec, layout, of_rank[r], r) for r in active]
     return WorkloadPlan(spec, layout, partition, groups, contexts, bindings)
 
 
-def timed_blocks(spec: Spec, devices: Iterable[Device]) -> dict[str, DeviceBlocks]:
-    """Every block a rank may run, timed once per GPU type among `devices` (the planner's estimates
-    use the same blocks as the traces)."""
-    x = shape_of(spec.model, spec.parallelism, spec.compute.attention, Dtypes.from_spec(spec))
+def timed_blocks(
+    spec: Spec, devices: Iterable[Device], placement: ExpertPlacement | None = None
+) -> dict[str, DeviceBlocks]:
+    """Every block a rank may run, timed once per GPU type among `devices` (and, under
+    mapping.experts, whether it holds experts: `block_key`); the planner's estimates use the same
+    blocks as the traces."""
+    dtypes = Dtypes.from_spec(spec)
+    x = shape_of(spec.model, spec.parallelism, spec.compute.attention, dtypes)
     calibration = load_calibration(spec.calibration) if spec.calibration else None
     if calibration is not None:
         calibration.check_gpus([*gpu_catalog(), *(g.gpu.type_key for g in spec.cluster.node_groups)])
     # One cost model per GPU label; the spec guarantees that a label names one set of numbers.
-    costs: dict[str, DeviceCostModel] = {}
+    costs: dict[str, tuple[DeviceCostModel, Shape]] = {}
     for device in devices:
-        costs.setdefault(device.gpu_type, DeviceCostModel(device.spec.gpu, calibration))
+        key = block_key(device, placement)
+        if key not in costs:
+            shape = x
+            if placement is not None:
+                hosts = (placement.hosts, placement.holds(device.rank))
+                shape = shape_of(spec.model, spec.parallelism, spec.compute.attention, dtypes, hosts)
+            costs[key] = (DeviceCostModel(device.spec.gpu, calibration), shape)
     windows = tuple(spec.model.window_of(i) for i in range(spec.model.num_layers))
-    if len(set(windows)) == 1:  # every layer alike: one kind, carried by the shape
-        x, windows = replace(x, window=windows[0]), ()
+    alike = len(set(windows)) == 1  # every layer alike: one kind, carried by the shape
     recompute = spec.parallelism.recompute
-    return {key: device_blocks(cost, x, recompute, windows) for key, cost in costs.items()}
+    return {
+        key: device_blocks(
+            cost, replace(shape, window=windows[0]) if alike else shape, recompute, () if alike else windows
+        )
+        for key, (cost, shape) in costs.items()
+    }
 
 
 def _comm_groups(spec: Spec, layout: Layout) -> list[CommGroup]:
@@ -205,6 +226,7 @@ def _context(
     groups: list[CommGroup],
     blocks: dict[str, DeviceBlocks],
     rank: int,
+    placement: ExpertPlacement | None = None,
 ) -> RankContext:
     par, model = spec.parallelism, spec.model
     place = layout.placement(rank)
@@ -213,8 +235,9 @@ def _context(
     dt = Dtypes.from_spec(spec)
     grad_width = dt.grad_bytes
     num_layers = partition.layers_per_stage[stage]
-    params, extra_params = stage_parameters(model, par, stage, num_layers)
-    experts = expert_parameters_on_rank(model, par)
+    hosts = (placement.hosts, placement.holds(rank)) if placement is not None else (0, True)
+    params, extra_params = stage_parameters(model, par, stage, num_layers, hosts)
+    experts = expert_parameters_on_rank(model, par, hosts)
     embedding_params = counts.embedding / par.tp if stage == 0 else 0.0
     tokens = par.micro_batch_size * model.seq_len // par.cp
     sizes = {g.kind: len(g.ranks) for g in groups}
@@ -227,7 +250,7 @@ def _context(
         num_stages=par.pp,
         num_micro_batches=partition.micro_batches_per_replica[replica],
         chunks=partition.chunk_ranges(stage),
-        blocks=blocks[layout.devices[rank].gpu_type],
+        blocks=blocks[block_key(layout.devices[rank], placement)],
         tp_size=par.tp,
         dp_size=dp_size,
         has_tp_group="tp" in sizes,

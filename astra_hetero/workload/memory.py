@@ -18,7 +18,7 @@ of L/(p·v) layers) Korthikanti et al.'s L·(1 + (p − 1)/(p·v)) layer-micro-b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from astra_hetero.errors import InfeasiblePlan
@@ -57,7 +57,7 @@ class MemoryEstimate:
         )
 
 
-def activation_bytes_per_layer(spec: Spec) -> float:
+def activation_bytes_per_layer(spec: Spec, expert_hosts: tuple[int, bool] = (0, True)) -> float:
     """Stored activations of one layer for one micro-batch on one TP rank.
 
     Korthikanti et al.'s terms are BF16 tensors (2 B per element) and 1-byte dropout masks; wider
@@ -87,7 +87,9 @@ def activation_bytes_per_layer(spec: Spec) -> float:
     else:  # softmax and dropout outputs (activation format) and mask (1 B) per score; recomputed if selective
         scores = 0.0 if par.recompute == "selective" else (2.0 * w + 1.0) * m.num_heads * s / h
     replicated_share = replicated / t if par.sequence_parallel else replicated
-    routed = moe_activation_bytes(shape_of(m, par, spec.compute.attention, dt)) if m.moe is not None else 0.0
+    routed = 0.0
+    if m.moe is not None:
+        routed = moe_activation_bytes(shape_of(m, par, spec.compute.attention, dt, expert_hosts))
     return sbh * (replicated_share + sharded / t + scores / t) + routed
 
 
@@ -108,22 +110,24 @@ def estimate(
     num_layers: int,
     num_micro_batches: int,
     chunk_layers: Sequence[int] | None = None,
+    expert_hosts: tuple[int, bool] = (0, True),
 ) -> MemoryEstimate:
     """`chunk_layers`: the stage's layers per model chunk (default: `num_layers` split evenly over
-    the virtual stages)."""
+    the virtual stages); `expert_hosts`: under mapping.experts, holders per expert group and whether
+    the device is one."""
     par, model = spec.parallelism, spec.model
     if chunk_layers is None:
         chunk_layers = even_split(num_layers, par.virtual_stages)
-    params, _ = stage_parameters(model, par, stage, num_layers)
+    params, _ = stage_parameters(model, par, stage, num_layers, expert_hosts)
     dt = Dtypes.from_spec(spec)
-    experts = expert_parameters_on_rank(model, par) * num_layers
+    experts = expert_parameters_on_rank(model, par, expert_hosts) * num_layers
     per_param = (dt.param_bytes, dt.grad_bytes, dt.optimizer_bytes)
     weights, gradients, optimizer = sharded_state_bytes(spec, params - experts, experts, per_param)
     if par.sharding_stage == 3:  # gathered units in flight: the one in use and the prefetched one,
         unit = largest_unit_parameters(spec, stage)  # and the unsharded gradients of one
         weights += 2 * dt.param_bytes * unit
         gradients += dt.grad_bytes * unit
-    activations = activation_bytes_per_layer(spec) * peak_layers_in_flight(
+    activations = activation_bytes_per_layer(spec, expert_hosts) * peak_layers_in_flight(
         spec, stage, chunk_layers, num_micro_batches
     )
     if par.recompute == "full":  # one layer's full activations live during its backward
@@ -136,7 +140,12 @@ def estimate(
     return MemoryEstimate(weights, gradients, optimizer, activations)
 
 
-def check_memory(spec: Spec, layout: Layout, partition: Partition) -> None:
+HostsOf = Callable[[int], tuple[int, bool]]  # rank -> (expert holders per group, holds experts)
+
+
+def check_memory(
+    spec: Spec, layout: Layout, partition: Partition, hosts_of: HostsOf = lambda rank: (0, True)
+) -> None:
     """Raise InfeasiblePlan naming the first stage and device whose estimate exceeds its capacity."""
     for stage in range(spec.parallelism.pp):
         for replica in range(spec.parallelism.dp):
@@ -147,6 +156,7 @@ def check_memory(spec: Spec, layout: Layout, partition: Partition) -> None:
                 partition.layers_per_stage[stage],
                 partition.micro_batches_per_replica[replica],
                 partition.layers_per_chunk[stage],
+                hosts_of(device.rank),
             )
             capacity = device.spec.gpu.memory_gib * BYTES_PER_GIB
             if need.total > capacity:
@@ -160,22 +170,22 @@ def check_memory(spec: Spec, layout: Layout, partition: Partition) -> None:
                 )
 
 
-def max_layers_that_fit(spec: Spec, layout: Layout, stage: int, max_micro_batches: int) -> int:
+def max_layers_that_fit(
+    spec: Spec, layout: Layout, stage: int, max_micro_batches: int, hosts_of: HostsOf = lambda rank: (0, True)
+) -> int:
     """The most layers `stage` can hold on every device that serves it (0 if not even one fits).
 
     With virtual stages every chunk is taken as large as the largest: activations held only grow with
     a chunk's size, so whichever way the layers are then split over the chunks, they fit."""
-    capacity = (
-        min(
-            layout.devices[layout.rank_of(stage, r, 0)].spec.gpu.memory_gib
-            for r in range(spec.parallelism.dp)
-        )
-        * BYTES_PER_GIB
-    )
+    cells = [layout.devices[layout.rank_of(stage, r, 0)] for r in range(spec.parallelism.dp)]
     fitting = 0
     v = spec.parallelism.virtual_stages
     for layers in range(v, spec.model.num_layers + 1):
-        if estimate(spec, stage, layers, max_micro_batches, [-(-layers // v)] * v).total > capacity:
+        chunks = [-(-layers // v)] * v
+        if any(
+            estimate(spec, stage, layers, max_micro_batches, chunks, hosts).total > memory * BYTES_PER_GIB
+            for memory, hosts in {(d.spec.gpu.memory_gib, hosts_of(d.rank)) for d in cells}
+        ):
             break
         fitting = layers
     return fitting

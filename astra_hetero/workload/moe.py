@@ -97,15 +97,19 @@ def _tokens(x: Shape) -> int:
 
 def expert_tokens(x: Shape) -> float:
     """(token, expert) copies this rank's experts process per micro-batch: its own copies' share of
-    its expert group's, times etp (the expert-TP all-gather), at the busiest rank's load."""
+    its expert group's, times etp (the expert-TP all-gather), at the busiest rank's load — ep/h times
+    that on one of h holders under mapping.experts, none on a rank without experts."""
     m = _moe(x)
-    return _tokens(x) * m.top_k * m.etp * m.load
+    if not m.holds:
+        return 0.0
+    return _tokens(x) * m.top_k * m.etp * m.load * m.ep / m.holders
 
 
 def _copies_bytes(x: Shape) -> int:
-    """One all-to-all's buffer on a rank: its T·k token copies (at the busiest rank's load)."""
+    """One all-to-all's buffer on a rank: its T·k token copies (at the busiest rank's load); under
+    mapping.experts what a holder receives, ep/h times that (the even stand-in of an uneven exchange)."""
     m = _moe(x)
-    return int(x.dtypes.activation_bytes * _tokens(x) * m.top_k * m.load * x.h)
+    return int(x.dtypes.activation_bytes * _tokens(x) * m.top_k * m.load * x.h * m.ep / m.holders)
 
 
 def _gathered_bytes(x: Shape, with_routing: bool) -> int:
@@ -127,7 +131,7 @@ def _dispatch(x: Shape, phase: str) -> list[LayerStep]:
         steps.append(Collective("all_to_all", _copies_bytes(x), "ep"))
     if m.etp > 1:
         steps.append(Collective("all_gather", _expert_rows_bytes(x), "etp"))
-    if m.ep > 1 and m.local_experts > 1:
+    if m.ep > 1 and m.local_experts > 1 and m.holds:
         steps.append(memory_op("moe_sort_chunks", expert_tokens(x) * x.h, SORT_BYTES * x.width))
     return steps
 
@@ -141,7 +145,7 @@ def _combine(x: Shape, phase: str) -> list[LayerStep]:
         unpermute = memory_op("moe_unpermute", expert_tokens(x) * x.h, UNPERMUTE_BYTES[phase] * x.width)
         return [unpermute, *scatter]
     steps: list[LayerStep] = []
-    if m.ep > 1 and m.local_experts > 1:
+    if m.ep > 1 and m.local_experts > 1 and m.holds:
         steps.append(memory_op("moe_unsort_chunks", expert_tokens(x) * x.h, SORT_BYTES * x.width))
     if m.etp > 1:
         steps.append(Collective("reduce_scatter", _expert_rows_bytes(x), "etp"))
@@ -208,6 +212,8 @@ def _fp8_cast(x: Shape, name: str, elements: float) -> list[Op]:
 
 
 def _experts_forward(x: Shape) -> list[LayerStep]:
+    if not _moe(x).holds:
+        return []
     fc1, inner = _expert_widths(x)
     rows = expert_tokens(x)
     activation = ("expert_swiglu", GATED_BYTES) if x.swiglu else ("expert_gelu", GELU_BYTES)
@@ -222,6 +228,8 @@ def _experts_forward(x: Shape) -> list[LayerStep]:
 
 
 def _experts_backward(x: Shape) -> list[LayerStep]:
+    if not _moe(x).holds:
+        return []
     fc1, inner = _expert_widths(x)
     rows = expert_tokens(x)
     activation = ("expert_swiglu", GATED_BYTES) if x.swiglu else ("expert_gelu", GELU_BYTES)

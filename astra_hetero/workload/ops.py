@@ -235,15 +235,26 @@ class MoeShape:
     etp: int
     load: float  # the busiest EP rank's routed tokens over the even share (>= 1): every rank's pace
     dispatcher: str  # "alltoall" | "allgather"
+    hosts: int = 0  # mapping.experts: ranks of an expert group holding experts (0: all of them)
+    holds: bool = True  # whether this rank holds experts
+
+    @property
+    def holders(self) -> int:
+        return self.hosts or self.ep
 
     @property
     def local_experts(self) -> int:
-        return self.experts // self.ep
+        return self.experts // self.holders if self.holds else 0
 
 
 def shape_of(
-    model: ModelSpec, par: ParallelismSpec, attention: str = "fused", dtypes: Dtypes = BF16
+    model: ModelSpec,
+    par: ParallelismSpec,
+    attention: str = "fused",
+    dtypes: Dtypes = BF16,
+    expert_hosts: tuple[int, bool] = (0, True),
 ) -> Shape:
+    """`expert_hosts`: (holders per expert group, whether this rank is one) under mapping.experts."""
     moe = None
     if model.moe is not None:
         moe = MoeShape(
@@ -255,6 +266,8 @@ def shape_of(
             etp=par.expert_tp,
             load=busiest_load(model.moe, par.ep),
             dispatcher=par.moe_token_dispatcher,
+            hosts=expert_hosts[0],
+            holds=expert_hosts[1],
         )
     return Shape(
         b=par.micro_batch_size,
