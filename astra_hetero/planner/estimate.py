@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from astra_hetero.planner.comm import P2P, Op, trace_size
 from astra_hetero.planner.context import OptionContext
 from astra_hetero.planner.pipeline import Passes, Replica, StageRun, run
+from astra_hetero.planner.streams import expert_members, with_zero2_stream, with_zero3_stream
 from astra_hetero.planner.sync import Bucket, chunk_buckets, issue_times
-from astra_hetero.workload.generate import expert_groups
 from astra_hetero.workload.partition import replicas_in_lockstep
 from astra_hetero.workload.schedule import FORWARD, stage_steps
 
@@ -139,60 +139,18 @@ class _Timed:
             )
         return found  # type: ignore[return-value]
 
-    def stage_members(self, s: int, k: int) -> tuple[tuple[str, tuple[int, ...]], ...]:
-        """The expert groups (by role) of the first cell of class k in stage s, as the layout forms
-        them over the stage's ranks (they may span replicas, nodes and GPU classes)."""
-        par = self.ctx.parallelism
-        if self.ctx.problem.base.model.moe is None or par.ep * par.expert_tp <= 1:
-            return ()
-        ranks = [r for cell in self.cells[s] for r in cell.ranks]
-        first = next(c.ranks[0] for c in self.cells[s] if c.device_class == k)
-        found = {role: tuple(g) for role, g in expert_groups(ranks, par) if first in g}
-        return tuple(sorted(found.items()))
-
     def estimated_passes(self, s: int, k: int) -> Passes:
-        """The passes the estimate runs: with the expert groups the layout forms, paced by the
-        stage's slowest class in lockstep, and under ZeRO-3 with the unit gathers (and reductions)
-        that the compute cannot hide."""
+        """The passes the estimate runs (`planner.streams`): with the expert groups the layout forms,
+        paced by the stage's slowest class in lockstep, and with what ZeRO-2/3's data-parallel stream
+        adds where the compute cannot hide it."""
         if self.lockstep:
             k = max({c.device_class for c in self.cells[s]}, key=lambda j: sum(self.passes(s, j).fwd))
-        passes = self.passes(s, k, members=self.stage_members(s, k))
-        if self.ctx.parallelism.sharding_stage == 2 and self.data_parallel:
-            # every backward pass reduce-scatters its buckets, beside the passes that follow: the
-            # stream paces a micro-batch's forward and backward where it outlasts them
-            members = self.dp_members(s)
-            streams = [
-                sum(self.collective(members, "reduce_scatter", b.grad_bytes, True) for b in chunk)
-                for chunk in self.buckets(s, k)
-            ]
-            bwd = tuple(
-                max(b, stream - f) for f, b, stream in zip(passes.fwd, passes.bwd, streams, strict=True)
-            )
-            return Passes(passes.fwd, passes.fwd_tail, bwd, passes.bwd_tail)
-        if not (self.zero3 and self.data_parallel):
-            return passes
-        members = self.dp_members(s)
-        layer, head, embedding = self.ctx.unit_grad_bytes(s)
-        to_param = 2 / self.ctx.grad_width
-
-        def gather(grad_bytes: float) -> float:
-            return self.collective(members, "all_gather", grad_bytes * to_param, True) if grad_bytes else 0.0
-
-        def scatter(grad_bytes: float) -> float:
-            return self.collective(members, "reduce_scatter", grad_bytes, True) if grad_bytes else 0.0
-
-        v = len(self.chunks[s])
-        fwd, bwd = list(passes.fwd), list(passes.bwd)
-        for c, layers in enumerate(self.chunks[s]):
-            units = [layer] * layers + [head] * (s == self.pp - 1 and c == v - 1)
-            units = [embedding] * (s == 0 and c == 0) + units
-            gathers = [gather(u) for u in units]
-            stream_fwd = sum(gathers)
-            stream_bwd = stream_fwd + sum(scatter(u) for u in units)
-            first = gathers[0] if gathers else 0.0  # nothing to overlap the first gather with
-            fwd[c] = max(fwd[c], stream_fwd) + first
-            bwd[c] = max(bwd[c], stream_bwd) + first
-        return Passes(tuple(fwd), passes.fwd_tail, tuple(bwd), passes.bwd_tail)
+        passes = self.passes(s, k, members=expert_members(self.ctx, self.cells[s], k))
+        if self.data_parallel and self.ctx.parallelism.sharding_stage == 2:
+            return with_zero2_stream(self, s, k, passes)
+        if self.data_parallel and self.zero3:
+            return with_zero3_stream(self, s, passes)
+        return passes
 
     def optimizer_ns(self, s: int, k: int) -> float:
         key = ("optimizer", s, self.layers[s], k)

@@ -97,28 +97,38 @@ def rank_attention(x: Shape, attention_pass: str) -> Op:
     )
 
 
+class _Group:
+    """A concurrent group under construction: nodes with the earlier nodes they wait for."""
+
+    def __init__(self) -> None:
+        self.nodes: list[Node] = []
+        self.deps: list[tuple[int, ...]] = []
+
+    def add(self, node: Node, *waits: int) -> int:
+        """Append `node`, waiting for `waits` (-1: nothing; none at all: what precedes the group)."""
+        self.nodes.append(node)
+        self.deps.append(tuple(w for w in waits if w >= 0))
+        return len(self.nodes) - 1
+
+    def done(self, name: str) -> Concurrent:
+        return Concurrent(name, tuple(self.nodes), tuple(self.deps))
+
+
 def _forward_ring(x: Shape, name: str, first_slot: int) -> Concurrent:
     cp, size = x.cp, kv_bytes(x)
     work = rank_attention(x, "fwd")
     merge = memory_op(f"{name}_correction", x.tokens * x.q_width / x.t, OUT_CORRECTION_BYTES * x.width)
-    nodes: list[Node] = []
-    deps: list[tuple[int, ...]] = []
-
-    def add(node: Node, *waits: int) -> int:
-        nodes.append(node)
-        deps.append(tuple(w for w in waits if w >= 0))
-        return len(nodes) - 1
-
+    group = _Group()
     recv = step = -1
     for i, fraction in enumerate(step_fractions(cp, x.s)):
         if i < cp - 1:  # pass on the KV held now (its own at step 0) while attending to it
-            add(Transfer(SEND, NEXT, size, first_slot + i), recv)
-            next_recv = add(Transfer(RECV, PREV, size, first_slot + i), recv)
-        step = add(Piece(work, fraction, f"{name}_step{i}"), step, recv)
+            group.add(Transfer(SEND, NEXT, size, first_slot + i), recv)
+            next_recv = group.add(Transfer(RECV, PREV, size, first_slot + i), recv)
+        step = group.add(Piece(work, fraction, f"{name}_step{i}"), step, recv)
         if i > 0:
-            step = add(merge, step)
+            step = group.add(merge, step)
         recv = next_recv if i < cp - 1 else -1
-    return Concurrent(name, tuple(nodes), tuple(deps))
+    return group.done(name)
 
 
 def _backward_ring(x: Shape, first_slot: int) -> Concurrent:
@@ -129,22 +139,15 @@ def _backward_ring(x: Shape, first_slot: int) -> Concurrent:
         x.tokens * (x.q_width + 2 * x.kv * x.d) / x.t,
         GRAD_ACCUMULATION_BYTES * x.width,
     )
-    nodes: list[Node] = []
-    deps: list[tuple[int, ...]] = []
-
-    def add(node: Node, *waits: int) -> int:
-        nodes.append(node)
-        deps.append(tuple(w for w in waits if w >= 0))
-        return len(nodes) - 1
-
+    group = _Group()
     recv = step = -1
     for i, fraction in enumerate(step_fractions(cp, x.s)):
         # step i passes on the KV it holds (not at the last step) and the dKV summed so far (not at
         # the first), in the backward ring's direction
         message = size * ((i < cp - 1) + (i > 0))
-        add(Transfer(SEND, PREV, message, first_slot + i), recv, step)
-        next_recv = add(Transfer(RECV, NEXT, message, first_slot + i), recv)
-        step = add(Piece(work, fraction, f"attention_bwd_step{i}"), step, recv)
-        step = add(accumulate, step)
+        group.add(Transfer(SEND, PREV, message, first_slot + i), recv, step)
+        next_recv = group.add(Transfer(RECV, NEXT, message, first_slot + i), recv)
+        step = group.add(Piece(work, fraction, f"attention_bwd_step{i}"), step, recv)
+        step = group.add(accumulate, step)
         recv = next_recv
-    return Concurrent("attention_bwd", tuple(nodes), tuple(deps))
+    return group.done("attention_bwd")

@@ -15,10 +15,11 @@ from astra_hetero.comm.measured import copy_tables, table_records
 from astra_hetero.errors import InfeasiblePlan
 from astra_hetero.spec.catalog import gpu_catalog
 from astra_hetero.spec.devices import Device
-from astra_hetero.spec.schema import ParallelismSpec, Spec
+from astra_hetero.spec.schema import Spec
 from astra_hetero.workload.approximations import workload_approximations
 from astra_hetero.workload.blocks import DeviceBlocks, device_blocks
 from astra_hetero.workload.calibration import load_calibration
+from astra_hetero.workload.comm_groups import CommGroup, comm_groups
 from astra_hetero.workload.costs import (
     expert_parameters_on_rank,
     parameter_counts,
@@ -40,17 +41,6 @@ from astra_hetero.workload.scope import scoped
 from astra_hetero.workload.timing import DeviceCostModel
 
 Progress = Callable[[int], None]
-
-
-@dataclass(frozen=True)
-class CommGroup:
-    id: str
-    kind: str  # "tp" | "dp" | "embedding" | "cp" | "ep" | "etp" | "edp" | "moe"
-    ranks: tuple[int, ...]
-    stage: int | None = None
-    replica: int | None = None
-    tp_index: int | None = None
-    cp_index: int | None = None
 
 
 @dataclass
@@ -84,7 +74,7 @@ def plan_workload(spec: Spec) -> WorkloadPlan:
     )
     check_memory(spec, layout, partition, hosts_of)
     partition = scoped(partition, spec.scope)  # a cut-down iteration, planned for the whole one
-    groups = _comm_groups(spec, layout)
+    groups = comm_groups(spec, layout)
     of_rank: list[list[CommGroup]] = [[] for _ in range(layout.num_ranks)]
     for group in groups:  # each rank's groups, found once rather than by scanning every group per rank
         for rank in group.ranks:
@@ -125,79 +115,6 @@ def timed_blocks(
         )
         for key, (cost, shape) in costs.items()
     }
-
-
-def _comm_groups(spec: Spec, layout: Layout) -> list[CommGroup]:
-    """Megatron-core's process groups: TP within a CP rank of a cell, CP across a cell's CP ranks, the
-    data-parallel gradient group over replicas and CP ranks (DP×CP), and the expert groups."""
-    par = spec.parallelism
-    groups: list[CommGroup] = []
-
-    def add(kind: str, ranks: list[int], **where: int) -> None:
-        if len(ranks) > 1:
-            groups.append(CommGroup(str(len(groups) + 1), kind, tuple(ranks), **where))
-
-    for stage in range(par.pp):
-        for replica in range(par.dp):
-            for cp_index in range(par.cp):
-                tp_ranks = [layout.rank_of(stage, replica, t, cp_index) for t in range(par.tp)]
-                add(
-                    "tp",
-                    tp_ranks,
-                    stage=stage,
-                    replica=replica,
-                    **({"cp_index": cp_index} if par.cp > 1 else {}),
-                )
-    for stage in range(par.pp):
-        for replica in range(par.dp):
-            for tp_index in range(par.tp):
-                cp_ranks = [layout.rank_of(stage, replica, tp_index, c) for c in range(par.cp)]
-                add("cp", cp_ranks, stage=stage, replica=replica, tp_index=tp_index)
-    for stage in range(par.pp):
-        for tp_index in range(par.tp):
-            add(
-                "dp",
-                [layout.rank_of(stage, r, tp_index, c) for r in range(par.dp) for c in range(par.cp)],
-                stage=stage,
-                tp_index=tp_index,
-            )
-    if spec.model.moe is not None:
-        for stage in range(par.pp):
-            for kind, members in expert_groups(layout.stage_ranks(stage), par):
-                add(kind, members, stage=stage)
-    if spec.model.tied_embeddings and par.pp > 1:
-        for replica in range(par.dp):
-            for cp_index in range(par.cp):
-                for tp_index in range(par.tp):
-                    add(
-                        "embedding",
-                        [
-                            layout.rank_of(0, replica, tp_index, cp_index),
-                            layout.rank_of(par.pp - 1, replica, tp_index, cp_index),
-                        ],
-                        replica=replica,
-                        tp_index=tp_index,
-                    )
-    return groups
-
-
-def expert_groups(stage_ranks: list[int], par: ParallelismSpec) -> list[tuple[str, list[int]]]:
-    """The expert groups of one stage, from its ranks in Megatron-core's order (replica, CP, TP):
-    expert TP innermost, then EP, then expert data parallelism (megatron/core/parallel_state.py's
-    expert rank generator). "moe" is the ep·etp group the all-gather dispatcher gathers over."""
-    etp, ep = par.expert_tp, par.ep
-    edp = len(stage_ranks) // (etp * ep)
-
-    def at(t: int, e: int, d: int) -> int:
-        return stage_ranks[(d * ep + e) * etp + t]
-
-    found: list[tuple[str, list[int]]] = []
-    found += [("etp", [at(t, e, d) for t in range(etp)]) for d in range(edp) for e in range(ep)]
-    found += [("ep", [at(t, e, d) for e in range(ep)]) for d in range(edp) for t in range(etp)]
-    found += [("edp", [at(t, e, d) for d in range(edp)]) for e in range(ep) for t in range(etp)]
-    if par.moe_token_dispatcher == "allgather":
-        found += [("moe", [at(t, e, d) for e in range(ep) for t in range(etp)]) for d in range(edp)]
-    return found
 
 
 def _binding(spec: Spec, layout: Layout, groups: list[CommGroup], rank: int) -> RankBinding:

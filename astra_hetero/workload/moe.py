@@ -211,32 +211,39 @@ def _fp8_cast(x: Shape, name: str, elements: float) -> list[Op]:
     return [memory_op(f"{name}_fp8_cast", elements, per_element, kernels=kernels)]
 
 
-def _experts_forward(x: Shape) -> list[LayerStep]:
+def _expert_ops(x: Shape) -> tuple[int, int, float, tuple[str, dict[str, int]]] | None:
+    """(fc1 width, inner width, copies processed, activation kernel) of this rank's experts, None
+    on a rank without experts."""
     if not _moe(x).holds:
-        return []
+        return None
     fc1, inner = _expert_widths(x)
-    rows = expert_tokens(x)
     activation = ("expert_swiglu", GATED_BYTES) if x.swiglu else ("expert_gelu", GELU_BYTES)
+    return fc1, inner, expert_tokens(x), activation
+
+
+def _experts_forward(x: Shape) -> list[LayerStep]:
+    found = _expert_ops(x)
+    if found is None:
+        return []
+    fc1, inner, rows, (kernel, per_element) = found
     return [
         *_fp8_cast(x, "expert_fc1", rows * x.h),
         _grouped("expert_fc1", x, x.h, fc1, backward=False),
-        memory_op(
-            activation[0], rows * inner, activation[1]["fwd"] * x.width, flops=4.0 if x.swiglu else 8.0
-        ),
+        memory_op(kernel, rows * inner, per_element["fwd"] * x.width, flops=4.0 if x.swiglu else 8.0),
+        *_fp8_cast(x, "expert_fc2", rows * inner),
         _grouped("expert_fc2", x, inner, x.h, backward=False),
     ]
 
 
 def _experts_backward(x: Shape) -> list[LayerStep]:
-    if not _moe(x).holds:
+    found = _expert_ops(x)
+    if found is None:
         return []
-    fc1, inner = _expert_widths(x)
-    rows = expert_tokens(x)
-    activation = ("expert_swiglu", GATED_BYTES) if x.swiglu else ("expert_gelu", GELU_BYTES)
+    fc1, inner, rows, (kernel, per_element) = found
     return [
         *_fp8_cast(x, "expert_fc2_grad", rows * x.h),
         _grouped("expert_fc2", x, inner, x.h, backward=True),
-        memory_op(activation[0], rows * inner, activation[1]["bwd"] * x.width, flops=8.0),
+        memory_op(kernel, rows * inner, per_element["bwd"] * x.width, flops=8.0),
         *_fp8_cast(x, "expert_fc1_grad", rows * fc1),
         _grouped("expert_fc1", x, x.h, fc1, backward=True),
     ]

@@ -87,6 +87,10 @@ def _collectives(draw: st.DrawFn) -> dict[str, Any]:
 @settings(max_examples=14, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(job=small_jobs())
 def test_folded_and_rank_by_rank_simulation_agree_on_drawn_jobs(tmp_path_factory, job):
+    assert_folding_holds(tmp_path_factory, job)
+
+
+def assert_folding_holds(tmp_path_factory, job: dict[str, Any]) -> None:  # noqa: ANN001 - pytest fixture
     try:
         spec = parse_spec(job)
     except FieldError:
@@ -131,14 +135,4 @@ def modern_jobs(draw: st.DrawFn) -> dict[str, Any]:
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(job=modern_jobs())
 def test_folded_and_rank_by_rank_simulation_agree_on_drawn_moe_cp_zero_jobs(tmp_path_factory, job):
-    try:
-        spec = parse_spec(job)
-    except FieldError:
-        assume(False)
-    root = tmp_path_factory.mktemp("job")
-    try:
-        build_run_dir(spec, root / "run")
-    except FieldError:
-        assume(False)
-    folded, plain = simulate_both(root / "run")
-    assert_same_simulation(folded, plain)
+    assert_folding_holds(tmp_path_factory, job)
