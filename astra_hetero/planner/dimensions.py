@@ -34,8 +34,9 @@ class Dimension:
     # replica) or is not allowed (sequence parallelism without TP): only the schema's default is
     # tried there. tests/planner checks each claim of the first kind against the generated traces.
     inert: Callable[[Shape], bool] = lambda shape: False
-    # Values from least to most work when all else is equal (each later one only adds compute and
-    # saves memory): a plan is dominated by the same plan with an earlier value that fits in memory.
+    # Values from least to most work when all else is equal (each later one only adds compute or
+    # exposed communication, and saves memory or nothing): a plan is dominated by the same plan with
+    # an earlier value that fits in memory.
     by_work: tuple[Any, ...] = ()
     section: str = "parallelism"  # the spec section that holds it
     attr: str = ""  # its name there (default: `field`)
@@ -104,9 +105,18 @@ DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("etp", _as_written("etp"), "etp", quiet=True),
     Dimension("moe_token_dispatcher", _as_written("moe_token_dispatcher"), "", quiet=True),
     Dimension("cp_comm", _as_written("cp_comm"), "cp-comm", lambda shape: shape.cp == 1, quiet=True),
-    # Transformer Engine's overlap needs sequence parallelism: the spec checks reject it without
+    # Transformer Engine's overlap needs sequence parallelism: the spec checks reject it without. With
+    # overlap a plan does the same work and holds the same memory with its TP communication hidden, so
+    # the plan without it is dominated wherever the plan with it is allowed (listed first: by_work).
+    # As written unless `search:` lists it: overlapped plans' traces hold more nodes (chunked
+    # collectives), and searching it doubles the option sets of every TP shape.
     Dimension(
-        "tp_comm_overlap", lambda spec: (False, True), "tp-overlap", lambda shape: shape.tp == 1, quiet=True
+        "tp_comm_overlap",
+        _as_written("tp_comm_overlap"),
+        "tp-overlap",
+        lambda shape: shape.tp == 1,
+        by_work=(True, False),
+        quiet=True,
     ),
     Dimension(
         "overlap_p2p_comm",
