@@ -43,12 +43,12 @@ class DeviceClass:
     def memory_gib(self) -> float:
         return self.spec.gpu.memory_gib
 
-    def cells(self, tp: int, across_nodes: bool) -> int:
-        """How many TP groups of `tp` GPUs the class can hold (each inside one node, or one scale-up
-        domain, unless allowed)."""
+    def cells(self, tp: int, across_nodes: bool, cp: int = 1) -> int:
+        """How many cells of tp·cp GPUs the class can hold (each TP group inside one node, or one
+        scale-up domain, unless allowed; the CP ranks of a cell may span them)."""
         if not across_nodes and self.spec.scale_up_gpus % tp:
             return 0
-        return sum(n // tp for n in self.group_gpus)
+        return sum(n // (tp * cp) for n in self.group_gpus)
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,12 @@ def problem_from_data(data: Any, source: Path | None = None) -> Problem:
         error = spec_error_from_validation(exc)
         raise SpecError(f"search.{error.field}".rstrip("."), error.reason) from None
     base = validate_sections(data, source)
+    if base.mapping.experts is not None:
+        raise SpecError(
+            "mapping.experts",
+            "the planner chooses the mapping and does not place experts; drop mapping.experts from a "
+            "spec with search:, or run the spec as written",
+        )
     check_dynamics(base)  # a bad event is the spec's error, not every candidate's
     devices = tuple(enumerate_devices(base.cluster))
     problem = Problem(base, settings, device_classes(base), devices, source)
