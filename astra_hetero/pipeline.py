@@ -14,6 +14,7 @@ import math
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,7 @@ from astra_hetero.outputs import RUN_PARTS, OutputStaging, publish_output
 from astra_hetero.progress import progress_bar
 from astra_hetero.results.io import check_result, relocate, write_result
 from astra_hetero.results.jobs import with_job_throughput
-from astra_hetero.results.model import RunOutput, RunResult, SharedSpans, Span
+from astra_hetero.results.model import APPROXIMATION, RunOutput, RunResult, SharedSpans, Span
 from astra_hetero.results.throughput import with_throughput
 
 logger = logging.getLogger(__name__)
@@ -245,9 +246,25 @@ def _simulate(
         manifest = rundir.read_json_object(path / rundir.MANIFEST, "run `astra-hetero generate` first")
         stated = with_throughput(output.result, manifest, str(run.root / rundir.MANIFEST))
         stated = with_job_throughput(stated, manifest)
-        return _write_result(path, run.root, dataclasses.replace(output, result=stated), timeline)
+        output = _with_workload_notes(path, dataclasses.replace(output, result=stated))
+        return _write_result(path, run.root, output, timeline)
 
     return run.write("result", inputs, write)
+
+
+def _with_workload_notes(path: Path, output: RunOutput) -> RunOutput:
+    """The result with the workload's approximations (manifest.json) among its warnings, whichever
+    backend ran it."""
+    manifest = path / rundir.MANIFEST
+    if not manifest.is_file():
+        return output
+    notes = rundir.read_json_object(manifest, "regenerate the run directory").get("approximations") or []
+    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        raise RunDirError(f"{manifest}: approximations must be a list of strings")
+    warnings = tuple(APPROXIMATION + n for n in notes if APPROXIMATION + n not in output.result.warnings)
+    if not warnings:
+        return output
+    return replace(output, result=replace(output.result, warnings=(*warnings, *output.result.warnings)))
 
 
 def _keep_failed_logs(staging: Path, previous: Path, exc: BackendFailed) -> None:

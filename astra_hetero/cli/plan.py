@@ -155,7 +155,7 @@ def _summary(report: Any) -> Any:
             v["source"],
             f"{v['iteration_time_us'] / 1e3:,.3f}" if v["status"] == "ok" else "failed",
             f"{v['tokens_per_s']:,.0f}" if v["status"] == "ok" else "",
-            f"{plan.tp}·{plan.pp}·{plan.dp}",
+            f"{plan.tp}·{plan.pp}·{plan.dp}" + (f" cp{plan.cp}" if plan.cp > 1 else ""),
             describe_options(plan.options),
             plan.mapping_text,
             v["layers"],

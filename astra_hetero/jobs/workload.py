@@ -34,7 +34,6 @@ from astra_hetero.workload.generate import (
     plan_workload,
     rank_entry,
 )
-from astra_hetero.workload.layout import Layout
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,7 @@ def shared_plan(
         if place is not None:
             placements[ranks[place.rank]] = replace(place, rank=ranks[place.rank])
     cells = tuple(tuple(tuple(ranks[r] for r in cell) for cell in row) for row in layout.cells)
-    shared = Layout(layout.tp, layout.pp, layout.dp, tuple(devices), tuple(placements), cells)
+    shared = replace(layout, devices=tuple(devices), placements=tuple(placements), cells=cells)
     return replace(plan, layout=shared, groups=groups, bindings=bindings)
 
 
@@ -153,6 +152,8 @@ def jobs_manifest(
         "idle_ranks": [r for r, entry in enumerate(entries) if entry is None],
         # each job's iterations are its own (jobs); dynamics.json is written for events only
         "dynamics": {"events": len(shared.dynamics), "iterations": 1},
+        # what the workload model approximates, per job (results carry them as warnings)
+        "approximations": [f"job {r['name']}: {note}" for r in records for note in r["approximations"]],
         "throughput": {"unavailable": "several jobs share the cluster: each job's figures are in `jobs`"},
         "workload_prefix": rundir.WORKLOAD_PREFIX,
         "jobs": records,

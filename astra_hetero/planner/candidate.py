@@ -41,6 +41,10 @@ class Plan:
     def dp(self) -> int:
         return self.shape.dp
 
+    @property
+    def cp(self) -> int:
+        return self.shape.cp
+
     def option(self, name: str, default: Any = None) -> Any:
         return dict(self.options).get(name, default)
 
@@ -58,7 +62,7 @@ class Plan:
     def label(self) -> str:
         """`tp2·pp2·dp2 mbs=1 1f1b sp [h100 h100 | a100 a100] layers 7 1`."""
         return (
-            f"tp{self.tp}·pp{self.pp}·dp{self.dp} {describe_options(self.options)} [{self.mapping_text}] "
+            f"{self.shape.label} {describe_options(self.options)} [{self.mapping_text}] "
             f"layers {' '.join(map(str, self.layers))}"
         )
 
@@ -66,7 +70,8 @@ class Plan:
 def parallelism_for(base: Spec, shape: Shape, options: tuple[tuple[str, Any], ...]) -> ParallelismSpec:
     """The spec's parallelism section with the shape and options put in (validated: SpecError)."""
     own = section_options(options, "parallelism")
-    data = {**base.parallelism.model_dump(), "tp": shape.tp, "pp": shape.pp, "dp": shape.dp, **own}
+    degrees = {"tp": shape.tp, "pp": shape.pp, "dp": shape.dp, "cp": shape.cp}
+    data = {**base.parallelism.model_dump(), **degrees, **own}
     try:
         return ParallelismSpec.model_validate(data)
     except ValidationError as exc:

@@ -10,7 +10,7 @@ from functools import cached_property
 from typing import Any
 
 from astra_hetero.planner.candidate import parallelism_for
-from astra_hetero.planner.comm import CommModel, Op, trace_size
+from astra_hetero.planner.comm import P2P, CommModel, Op, trace_size
 from astra_hetero.planner.costs import ClassTimes, class_times
 from astra_hetero.planner.dimensions import with_options
 from astra_hetero.planner.problem import Problem
@@ -19,12 +19,18 @@ from astra_hetero.spec.devices import Device
 from astra_hetero.spec.schema import ParallelismSpec, Spec
 from astra_hetero.units import BYTES_PER_GIB
 from astra_hetero.workload.blocks import DeviceBlocks
-from astra_hetero.workload.costs import Collective, parameter_counts, stage_parameters
+from astra_hetero.workload.costs import (
+    Collective,
+    expert_parameters_on_rank,
+    parameter_counts,
+    stage_parameters,
+)
 from astra_hetero.workload.generate import timed_blocks
 from astra_hetero.workload.memory import estimate as memory_estimate
-from astra_hetero.workload.ops import shape_of
+from astra_hetero.workload.ops import Transfer, shape_of
 from astra_hetero.workload.partition import PassCosts, micro_batch_group, pass_costs, split_into_chunks
 from astra_hetero.workload.precision import Dtypes
+from astra_hetero.workload.sharding import data_parallel_sizes
 
 Options = tuple[tuple[str, Any], ...]
 
@@ -59,20 +65,56 @@ class Shared:
             self._blocks[key] = found
         return found
 
-    def times(self, device_class: int, spec: Spec) -> ClassTimes:
-        """TP collectives timed on the class's first cell (the class's nodes are alike)."""
+    def times(
+        self,
+        device_class: int,
+        spec: Spec,
+        floor: bool = False,
+        members: tuple[tuple[str, tuple[int, ...]], ...] | None = None,
+    ) -> ClassTimes:
+        """TP collectives timed on the class's first cell (the class's nodes are alike); the other
+        groups' collectives and ring transfers on `members` (role → ranks; default: representative
+        members among the class's GPUs), or (`floor`, for the bounds) at nothing."""
         par = spec.parallelism
-        key = (device_class, _shape(spec), par.recompute)
+        key = (device_class, _shape(spec), par.recompute, floor, members)
         found = self._times.get(key)
         if found is None:
-            ranks = tuple(d.rank for d in self.first_cell(device_class, par.tp))
+            chosen = self.role_members(device_class, par)
+            chosen.update(dict(members or ()))
+            members_of = chosen
 
-            def tp_ns(c: Collective) -> float:
+            def comm_ns(c: Collective | Transfer) -> float:
+                if isinstance(c, Transfer):
+                    pair = members_of.get("cp_pair", ())
+                    return 0.0 if floor or len(pair) < 2 else self.comm.alone_ns(Op(pair, P2P, c.bytes))
+                ranks = members_of.get(c.group, ())
+                if len(ranks) < 2 or (floor and c.group != "tp"):
+                    return 0.0
                 return self.comm.alone_ns(Op(ranks, c.kind, trace_size(c.kind, c.bytes, len(ranks))))
 
             blocks = self.blocks(device_class, spec)
-            found = self._times[key] = class_times(blocks, tp_ns, par.recompute == "full")
+            found = self._times[key] = class_times(blocks, comm_ns, par.recompute == "full")
         return found
+
+    def role_members(self, device_class: int, par: ParallelismSpec) -> dict[str, tuple[int, ...]]:
+        """Members of each layer comm group as the layout would form the class's first ones: its first
+        cell's TP group and CP ranks, and the expert groups over its first GPUs (Megatron-core's
+        order: expert TP innermost, then EP)."""
+        name = self.problem.classes[device_class].groups[0]
+        gpus = [d.rank for d in self.problem.devices if d.group_name == name]
+        if len(gpus) < par.tp * par.cp:  # a cell of the class spans groups alike in hardware
+            groups = self.problem.classes[device_class].groups
+            gpus = [d.rank for d in self.problem.devices if d.group_name in groups]
+        etp, ep = par.expert_tp, par.ep
+        expert = gpus[: etp * ep] if len(gpus) >= etp * ep else []
+        return {
+            "tp": tuple(gpus[: par.tp]),
+            "cp": tuple(gpus[: par.tp * par.cp : par.tp]),
+            "cp_pair": tuple(gpus[: par.tp + 1 : par.tp]) if par.cp > 1 else (),
+            "etp": tuple(expert[:etp]),
+            "ep": tuple(expert[::etp]),
+            "moe": tuple(expert),
+        }
 
 
 @dataclass
@@ -103,6 +145,15 @@ class OptionContext:
     @cached_property
     def times(self) -> dict[int, ClassTimes]:
         return {c.index: self.shared.times(c.index, self.spec) for c in self.problem.classes}
+
+    def times_with(self, device_class: int, members: tuple[tuple[str, tuple[int, ...]], ...]) -> ClassTimes:
+        """The class's times with the expert groups a candidate's layout forms (see `stage_members`)."""
+        return self.shared.times(device_class, self.spec, members=members or None)
+
+    @cached_property
+    def floor_times(self) -> dict[int, ClassTimes]:
+        """The times the bounds use: only what no plan can beat (see planner.costs)."""
+        return {c.index: self.shared.times(c.index, self.spec, floor=True) for c in self.problem.classes}
 
     @cached_property
     def pass_costs(self) -> dict[int, PassCosts]:
@@ -141,7 +192,8 @@ class OptionContext:
         """What one TP rank sends to the next stage per micro-batch (as the generator emits it)."""
         model, par = self.problem.base.model, self.parallelism
         width = self.dtypes.activation_bytes
-        return int(width * par.micro_batch_size * model.seq_len * model.hidden_size / par.tp)
+        tokens = par.micro_batch_size * model.seq_len // par.cp
+        return int(width * tokens * model.hidden_size / par.tp)
 
     @cached_property
     def dtypes(self) -> Dtypes:
@@ -177,6 +229,18 @@ class OptionContext:
             params = stage_parameters(self.problem.base.model, self.parallelism, stage, num_layers)[0]
             self._params[key] = params
         return params
+
+    def updated_params(self, stage: int, num_layers: int) -> float:
+        """The parameters whose optimizer states a rank of the stage holds: with the distributed
+        optimizer its shard of the dense weights (over dp·cp) and of the experts (over their
+        data-parallel group), as the generator's rank context has them."""
+        params = self.params_on_rank(stage, num_layers)
+        par = self.parallelism
+        if not par.distributed_optimizer:
+            return params
+        experts = expert_parameters_on_rank(self.problem.base.model, par) * num_layers
+        dense_ranks, expert_ranks = data_parallel_sizes(self.spec)
+        return (params - experts) / dense_ranks + experts / expert_ranks
 
     def memory_need_gib(
         self, stage: int, num_layers: int, num_micro_batches: int, chunks: tuple[int, ...] | None = None

@@ -10,6 +10,12 @@ A pass that ends in TP collectives (a forward through a layer ends with its all-
 its per-token ones) holds the rank only until its last compute: in the traces the rank's next pass
 waits for that compute, while the send to the next stage waits for the collectives too. A pass's
 `tail` is that trailing communication.
+
+A concurrent group (ring attention, TP collectives overlapped with their GEMMs) takes the longer of
+its compute, which runs one kernel at a time, and its critical path, each node at its price. Where the
+prices are each operation's time alone (or nothing), that is a lower bound as well: the bounds price
+only TP collectives (a cell's own links) and leave the other groups' communication (expert, context
+parallel) at zero, the estimates price those on a representative group of the GPU class.
 """
 
 from __future__ import annotations
@@ -17,10 +23,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from astra_hetero.workload.blocks import Block, DeviceBlocks, OptimizerCost, Segment
+from astra_hetero.workload.blocks import Block, DeviceBlocks, OptimizerCost, Segment, TimedGroup
 from astra_hetero.workload.costs import Collective
+from astra_hetero.workload.ops import Transfer
 
-CollectiveTime = Callable[[Collective], float]  # one TP collective of the cell, alone (ns)
+# one collective of the rank's group for its role, or one ring transfer, alone (ns)
+CollectiveTime = Callable[[Collective | Transfer], float]
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,11 @@ class BlockTime:
                 time_ns = collective_ns(item)
                 total += time_ns
                 tail += time_ns
+            elif isinstance(item, TimedGroup):
+                span, group_tail = group_time(item, collective_ns)
+                total += span
+                tail = group_tail if item.compute_ns > 0 else tail + span
+                has_compute = has_compute or item.compute_ns > 0
         return cls(total, tail, has_compute)
 
     @classmethod
@@ -53,6 +66,24 @@ class BlockTime:
             sum(b.tail * w for b, w in weighted),
             any(b.has_compute for b, _ in weighted),
         )
+
+
+def group_time(group: TimedGroup, collective_ns: CollectiveTime) -> tuple[float, float]:
+    """(time, communication after its last compute) of a concurrent group: the longer of its
+    critical path and its compute (one kernel at a time, in node order)."""
+    finish: list[float] = []
+    compute_end = busy = 0.0
+    for node, waits in zip(group.nodes, group.deps, strict=True):
+        start = max((finish[w] for w in waits), default=0.0)
+        if isinstance(node, Segment):
+            start = max(start, busy)  # the GPU runs its kernels one after another
+            busy = start + node.time_ns
+            finish.append(busy)
+            compute_end = busy
+        else:
+            finish.append(start + collective_ns(node))
+    span = max([finish[e] for e in group.exits] + [busy])
+    return span, span - compute_end
 
 
 def pass_time(blocks: Sequence[tuple[BlockTime, int]]) -> tuple[float, float]:

@@ -34,11 +34,13 @@ class Dimension:
     # replica) or is not allowed (sequence parallelism without TP): only the schema's default is
     # tried there. tests/planner checks each claim of the first kind against the generated traces.
     inert: Callable[[Shape], bool] = lambda shape: False
-    # Values from least to most work when all else is equal (each later one only adds compute and
-    # saves memory): a plan is dominated by the same plan with an earlier value that fits in memory.
+    # Values from least to most work when all else is equal (each later one only adds compute or
+    # exposed communication, and saves memory or nothing): a plan is dominated by the same plan with
+    # an earlier value that fits in memory.
     by_work: tuple[Any, ...] = ()
     section: str = "parallelism"  # the spec section that holds it
     attr: str = ""  # its name there (default: `field`)
+    quiet: bool = False  # left out of plan labels at its schema default (options most plans leave alone)
 
     @property
     def key(self) -> str:
@@ -60,6 +62,15 @@ class Dimension:
 def _as_written(field: str, section: str = "parallelism") -> Callable[[Spec], tuple[Any, ...]]:
     """Not searched unless the `search:` section lists values: the spec's own (or default) value."""
     return lambda spec: (getattr(getattr(spec, section), field),)
+
+
+def _expert_degrees(spec: Spec) -> tuple[int, ...]:
+    """MoE models: powers of two dividing the expert count (the spec checks reject those that do not
+    divide a stage's GPUs); dense models: as written (1)."""
+    moe = spec.model.moe
+    if moe is None:
+        return (spec.parallelism.ep,)
+    return tuple(e for e in (1, 2, 4, 8, 16, 32, 64) if moe.num_experts % e == 0)
 
 
 def _micro_batch_sizes(spec: Spec) -> tuple[int, ...]:
@@ -90,6 +101,33 @@ DIMENSIONS: tuple[Dimension, ...] = (
         "overlap-param",
         lambda shape: shape.dp == 1,
     ),
+    Dimension("ep", _expert_degrees, "ep", quiet=True),
+    Dimension("etp", _as_written("etp"), "etp", quiet=True),
+    Dimension("moe_token_dispatcher", _as_written("moe_token_dispatcher"), "", quiet=True),
+    Dimension("cp_comm", _as_written("cp_comm"), "cp-comm", lambda shape: shape.cp == 1, quiet=True),
+    # Transformer Engine's overlap needs sequence parallelism: the spec checks reject it without. With
+    # overlap a plan does the same work and holds the same memory with its TP communication hidden, so
+    # the plan without it is dominated wherever the plan with it is allowed (listed first: by_work).
+    # As written unless `search:` lists it: overlapped plans' traces hold more nodes (chunked
+    # collectives), and searching it doubles the option sets of every TP shape.
+    Dimension(
+        "tp_comm_overlap",
+        _as_written("tp_comm_overlap"),
+        "tp-overlap",
+        lambda shape: shape.tp == 1,
+        by_work=(True, False),
+        quiet=True,
+    ),
+    Dimension(
+        "overlap_p2p_comm",
+        _as_written("overlap_p2p_comm"),
+        "overlap-p2p",
+        lambda shape: shape.pp == 1,
+        quiet=True,
+    ),
+    # searched when `search:` lists stages; contradictions with distributed_optimizer are spec errors
+    Dimension("zero_stage", _as_written("zero_stage"), "zero", quiet=True),
+    Dimension("fsdp", _as_written("fsdp"), "fsdp", quiet=True),
     # The GEMM format changes numerics as well as speed, so it is searched only where `search:` lists
     # formats (e.g. precision: [bf16, fp8]); a GPU without the format makes the plan infeasible.
     Dimension("precision", _as_written("compute", "precision"), "", section="precision", attr="compute"),
@@ -136,8 +174,11 @@ def work_rank(options: tuple[tuple[str, Any], ...]) -> tuple[tuple[tuple[str, An
 def describe_options(options: tuple[tuple[str, Any], ...]) -> str:
     """`mbs=1 1f1b sp recompute=selective`: booleans by their name when on, left out when off."""
     short = {d.field: d.short for d in DIMENSIONS}
+    quiet = {d.field: d.default for d in DIMENSIONS if d.quiet}
     words = []
     for name, value in options:
+        if name in quiet and value == quiet[name]:
+            continue
         tag = short.get(name, name)
         if isinstance(value, bool):
             words += [tag] if value else []

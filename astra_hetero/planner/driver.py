@@ -140,7 +140,7 @@ def written_plan(problem: Problem) -> Plan | None:
     except AstraHeteroError:
         return None
     par = spec.parallelism
-    shape = Shape(par.tp, par.pp, par.dp)
+    shape = Shape(par.tp, par.pp, par.dp, par.cp)
     options = tuple((d.field, d.written(spec)) for d in active_dimensions())
     written = spec.mapping.grid or spec.mapping.stages or spec.mapping.replicas
     grid = spec_grid(problem) if written else None

@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from astra_hetero.planner.comm import P2P, Op, trace_size
 from astra_hetero.planner.context import OptionContext
 from astra_hetero.planner.pipeline import Passes, Replica, StageRun, run
+from astra_hetero.planner.streams import expert_members, with_zero2_stream, with_zero3_stream
 from astra_hetero.planner.sync import Bucket, chunk_buckets, issue_times
+from astra_hetero.workload.partition import replicas_in_lockstep
 from astra_hetero.workload.schedule import FORWARD, stage_steps
 
 # The traces carry compute in whole microseconds, rounded per rank on the cumulative time (±0.5 µs
@@ -74,7 +76,7 @@ def branch_bound(ctx: OptionContext, cells_per_class: dict[int, int]) -> float:
     device class, whatever its grid and splits: the micro-batches' layers are work units that the
     cells share at best perfectly, and one micro-batch must pass every layer, forward and backward,
     on the fastest class at best."""
-    unit = {k: t.layer for k, t in ctx.times.items() if cells_per_class.get(k)}
+    unit = {k: t.layer for k, t in ctx.floor_times.items() if cells_per_class.get(k)}
     layers = ctx.problem.base.model.num_layers
     shared = ctx.num_micro_batches * layers / sum(cells_per_class[k] / unit[k] for k in unit)
     latency = layers * min(unit.values())
@@ -93,24 +95,39 @@ class _Timed:
     ) -> None:
         self.ctx, self.cells, self.layers, self.micro_batches = ctx, cells, layers, micro_batches
         self.pp, self.dp, self.tp = ctx.shape.pp, ctx.shape.dp, ctx.shape.tp
+        self.shape_cp = ctx.shape.cp
         self.chunks = [
             ctx.chunk_layers(s, layers[s], frozenset(c.device_class for c in row))
             for s, row in enumerate(cells)
         ]
         par = ctx.parallelism
         self.reduce_kind = "reduce_scatter" if par.distributed_optimizer else "all_reduce"
-        self.gathers = par.distributed_optimizer and self.dp > 1
+        self.data_parallel = self.dp * self.shape_cp > 1
+        # ZeRO-3 gathers per unit while computing (and reduce-scatters per micro-batch): no parameter
+        # gather after the step, and the reductions overlap the backward passes
+        self.zero3 = par.sharding_stage == 3
+        self.gathers = par.distributed_optimizer and self.data_parallel and not self.zero3
         self.tied = ctx.problem.base.model.tied_embeddings and self.pp > 1
+        # replicas whose collectives meet every pass (wide expert groups) or micro-batch (ZeRO-2/3)
+        # go at the pace of the slowest GPU class of each stage
+        self.lockstep = replicas_in_lockstep(par)
         self._dp_members: dict[int, Members] = {}
         self._dp_after: dict[tuple[object, ...], float] = {}
 
     # --- pieces -------------------------------------------------------------------------------------
-    def passes(self, s: int, k: int) -> Passes:
-        """One micro-batch through each chunk of stage s on class k."""
-        key = ("passes", s, self.chunks[s], k)
+    def passes(
+        self, s: int, k: int, floor: bool = False, members: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    ) -> Passes:
+        """One micro-batch through each chunk of stage s on class k (`floor`: at the bounds' prices;
+        `members`: the expert groups to price the layer's expert communication on)."""
+        key = ("passes", s, self.chunks[s], k, floor, members)
         found = self.ctx.memo.get(key)
         if found is None:
-            t, v = self.ctx.times[k], len(self.chunks[s])
+            if floor:
+                t = self.ctx.floor_times[k]
+            else:
+                t = self.ctx.times_with(k, members) if members else self.ctx.times[k]
+            v = len(self.chunks[s])
             edges = [(s == 0 and c == 0, s == self.pp - 1 and c == v - 1) for c in range(v)]
             fwd = [t.forward(n, *edge) for n, edge in zip(self.chunks[s], edges, strict=True)]
             bwd = [t.backward(n, *edge) for n, edge in zip(self.chunks[s], edges, strict=True)]
@@ -122,13 +139,26 @@ class _Timed:
             )
         return found  # type: ignore[return-value]
 
+    def estimated_passes(self, s: int, k: int) -> Passes:
+        """The passes the estimate runs (`planner.streams`): with the expert groups the layout forms,
+        paced by the stage's slowest class in lockstep, and with what ZeRO-2/3's data-parallel stream
+        adds where the compute cannot hide it."""
+        if self.lockstep:
+            k = max({c.device_class for c in self.cells[s]}, key=lambda j: sum(self.passes(s, j).fwd))
+        passes = self.passes(s, k, members=expert_members(self.ctx, self.cells[s], k))
+        if self.data_parallel and self.ctx.parallelism.sharding_stage == 2:
+            return with_zero2_stream(self, s, k, passes)
+        if self.data_parallel and self.zero3:
+            return with_zero3_stream(self, s, passes)
+        return passes
+
     def optimizer_ns(self, s: int, k: int) -> float:
         key = ("optimizer", s, self.layers[s], k)
         found = self.ctx.memo.get(key)
         if found is None:
             ctx = self.ctx
-            shards = self.dp if ctx.parallelism.distributed_optimizer else 1
             params = ctx.params_on_rank(s, self.layers[s])
+            shards = params / ctx.updated_params(s, self.layers[s])
             found = ctx.memo[key] = ctx.times[k].optimizer.segment(params, shards).time_ns
         return found  # type: ignore[return-value]
 
@@ -164,16 +194,22 @@ class _Timed:
         return found  # type: ignore[return-value]
 
     def dp_members(self, s: int) -> Members:
+        """The stage's data-parallel groups, one per TP index: every replica's CP ranks of it."""
         found = self._dp_members.get(s)
         if found is None:
             found = self._dp_members[s] = tuple(
-                tuple(sorted(ranks)) for ranks in zip(*(cell.ranks for cell in self.cells[s]), strict=True)
+                tuple(
+                    sorted(
+                        cell.ranks[c * self.tp + t] for cell in self.cells[s] for c in range(self.shape_cp)
+                    )
+                )
+                for t in range(self.tp)
             )
         return found
 
     def embedding_members(self, r: int) -> Members:
         first, last = self.cells[0][r], self.cells[self.pp - 1][r]
-        return tuple(tuple(sorted((first.ranks[i], last.ranks[i]))) for i in range(self.tp))
+        return tuple(tuple(sorted((first.ranks[i], last.ranks[i]))) for i in range(len(first.ranks)))
 
     def gather_bytes(self, bucket: Bucket) -> float:
         return bucket.grad_bytes * self.ctx.dtypes.param_bytes / self.ctx.grad_width
@@ -185,7 +221,7 @@ class _Timed:
         return Replica(
             self.ctx.parallelism.schedule,
             self.micro_batches[r],
-            tuple(self.passes(s, cell.device_class) for s, cell in enumerate(column)),
+            tuple(self.estimated_passes(s, cell.device_class) for s, cell in enumerate(column)),
             tuple(self.send(column[s], column[(s + 1) % pp], True) for s in range(boundaries)),
             tuple(self.send(column[(s + 1) % pp], column[s], True) for s in range(boundaries)),
             ready,
@@ -203,7 +239,7 @@ class _Timed:
         ready = self.gather_gates() if self.gathers and self.ctx.parallelism.overlap_param_gather else None
         runs = [self.run_replica(self.replica(r, ready)) for r in range(dp)]
         done = [[runs[r][s].backward_ends[-1] for r in range(dp)] for s in range(pp)]  # last compute
-        if dp > 1:
+        if self.data_parallel and not self.zero3:
             for s in range(pp):
                 synced = self.stream_end(s, runs)
                 done[s] = [max(t, synced) for t in done[s]]
@@ -270,7 +306,7 @@ class _Timed:
             first_post = self.after_last_backward(0, r)
             before_fwd = before_bwd = 0.0
             for s, cell in enumerate(column):
-                p = self.passes(s, cell.device_class)
+                p = self.passes(s, cell.device_class, floor=True)
                 own = before_fwd + self.micro_batches[r] * self.busy(s, cell.device_class)
                 post = first_post if s == 0 else self.after_last_backward(s, r)
                 best = max(best, own + post, own + before_bwd + first_post)
@@ -287,7 +323,7 @@ class _Timed:
         key = ("busy", s, self.chunks[s], k)
         found = self.ctx.memo.get(key)
         if found is None:
-            p = self.passes(s, k)
+            p = self.passes(s, k, floor=True)
             found = self.ctx.memo[key] = sum(p.fwd) - sum(p.fwd_tail) + sum(p.bwd) - sum(p.bwd_tail)
         return found  # type: ignore[return-value]
 
@@ -296,7 +332,7 @@ class _Timed:
         backward pass."""
         k = self.cells[s][r].device_class
         total = self.optimizer_ns(s, k)
-        if self.dp > 1:
+        if self.data_parallel and not self.zero3:  # ZeRO-3's last reduction: left out (it may be small)
             total += self.data_parallel_after(s, r, k)
         if self.tied and s in (0, self.pp - 1):
             total += self.collective(

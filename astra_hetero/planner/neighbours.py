@@ -38,6 +38,11 @@ class Neighbours:
     simulate: bool = True  # candidates simulated beside the others (False: alone on the same GPUs)
 
     @property
+    def where(self) -> str:
+        """The planned job's place in the shared spec, for error fields."""
+        return f"jobs[{self.index}]"
+
+    @property
     def others(self) -> list[str]:
         return [job["name"] for i, job in enumerate(self.data["jobs"]) if i != self.index]
 

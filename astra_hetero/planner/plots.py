@@ -60,7 +60,7 @@ def _labels(rows: list[Row]) -> list[str]:
         plan = row.trial.plan
         tag = {"baseline": " (baseline)", "spec": " (spec)"}.get(row.trial.source, "")
         lines = [
-            f"#{row.values['rank']}{tag} tp{plan.tp}·pp{plan.pp}·dp{plan.dp} · layers {row.values['layers']}"
+            f"#{row.values['rank']}{tag} {plan.shape.label} · layers {row.values['layers']}"
             f" · micro-batches {row.values['micro_batches']}"
         ]
         options = describe_options(tuple((n, v) for n, v in plan.options if n in varying))

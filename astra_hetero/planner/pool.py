@@ -90,7 +90,7 @@ class Walk:
                 continue
             options = option_sets(self.problem, shape)
             self.num_collapsed += sum(f.replica_orderings() for f in shape_families) * len(options)
-            probe = next(shape_families[0].grids(self.problem, shape.tp))
+            probe = next(shape_families[0].grids(self.problem, shape.cell))
             for opts in options:
                 try:
                     ctx = self.contexts.get(shape, opts)
@@ -115,7 +115,7 @@ class Walk:
             return None
         bound = branch_bound(ctx, per_class)
         estimates = []
-        for grid in family.grids(self.problem, ctx.shape.tp, family.representatives()):
+        for grid in family.grids(self.problem, ctx.shape.cell, family.representatives()):
             try:
                 cells = self.cells(ctx.shape, grid)
             except SpecError:
@@ -166,7 +166,7 @@ class Walk:
         `estimate=False` their bounds only (`estimated` works the estimate out later), each worked
         out only until it reaches `cutoff_us`."""
         ctx = branch.ctx
-        for grid in branch.family.grids(self.problem, ctx.shape.tp):
+        for grid in branch.family.grids(self.problem, ctx.shape.cell):
             try:
                 cells = self.cells(ctx.shape, grid)
             except SpecError as error:
@@ -187,6 +187,7 @@ class Walk:
                 shape.tp,
                 allow_across_nodes=problem.base.parallelism.allow_tp_across_nodes,
                 allow_idle=shape.num_gpus < problem.num_gpus,
+                cp=shape.cp,
             )
             of_group = problem.class_of_group
             devices = problem.devices

@@ -24,6 +24,7 @@ def gpus_used_by_type(problem: Problem, trial: Trial) -> dict[str, int]:
         plan.tp,
         allow_across_nodes=problem.base.parallelism.allow_tp_across_nodes,
         allow_idle=plan.allow_idle,
+        cp=plan.cp,
     )
     counts: dict[str, int] = {}
     for rank in layout.active_ranks:

@@ -44,12 +44,12 @@ class DeviceClass:
     def memory_gib(self) -> float:
         return self.spec.gpu.memory_gib
 
-    def cells(self, tp: int, across_nodes: bool) -> int:
-        """How many TP groups of `tp` GPUs the class can hold (each inside one node, or one scale-up
-        domain, unless allowed)."""
+    def cells(self, tp: int, across_nodes: bool, cp: int = 1) -> int:
+        """How many cells of tp·cp GPUs the class can hold (each TP group inside one node, or one
+        scale-up domain, unless allowed; the CP ranks of a cell may span them)."""
         if not across_nodes and self.spec.scale_up_gpus % tp:
             return 0
-        return sum(n // tp for n in self.group_gpus)
+        return sum(n // (tp * cp) for n in self.group_gpus)
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,13 @@ def problem_from_data(data: Any, source: Path | None = None) -> Problem:
     else:
         base = validate_sections(data, source)
         check_dynamics(base)  # a bad event is the spec's error, not every candidate's
+    if base.mapping.experts is not None:
+        field = f"{neighbours.where}.mapping.experts" if neighbours is not None else "mapping.experts"
+        raise SpecError(
+            field,
+            "the planner chooses the mapping and does not place experts; drop mapping.experts from a "
+            "spec with search:, or run the spec as written",
+        )
     devices = tuple(enumerate_devices(base.cluster))
     problem = Problem(base, settings, device_classes(base), devices, source, neighbours)
     _check_settings(problem)

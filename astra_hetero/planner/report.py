@@ -75,7 +75,7 @@ def _plan_line(trial: Trial, rows: Sequence[Row]) -> str:
     plan = trial.plan
     layers, batches = " ".join(map(str, plan.layers)), " ".join(map(str, plan.micro_batches))
     return (
-        f"{trial.time_us / 1e3:,.3f} ms{tokens} — tp {plan.tp}, pp {plan.pp}, dp {plan.dp}, "
+        f"{trial.time_us / 1e3:,.3f} ms{tokens} — tp {plan.tp}, pp {plan.pp}, dp {plan.dp}, cp {plan.cp}, "
         f"{describe_options(plan.options)}; mapping `{plan.mapping_text}`; layers `{layers}`; "
         f"micro-batches `{batches}`; memory headroom {trial.headroom_gib:.1f} GiB"
     )
@@ -221,7 +221,8 @@ def _space(report: PlanReport) -> list[str]:
     use = "every GPU used" if settings.use_all_gpus else "GPUs may be left idle"
     return [
         f"- device classes (node groups with identical hardware are one pool): {classes}",
-        f"- tp {settings.tp or 'any that fits'}, pp {settings.pp or 'any'}, dp {settings.dp or 'any'}; {use}",
+        f"- tp {settings.tp or 'any that fits'}, pp {settings.pp or 'any'}, dp {settings.dp or 'any'}, "
+        f"cp {settings.cp or 'by sequence length'}; {use}",
         f"- mapping: {settings.mapping}; stage order: {settings.stage_order}; at most "
         f"{settings.max_distinct_replicas} distinct pipelines per grid; grids that differ only in the order "
         "of their replicas are one plan",

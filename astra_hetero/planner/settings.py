@@ -41,6 +41,11 @@ class _SearchBase(Strict):
     tp: one_or_list(PositiveInt) | None = Field(None, description="TP degrees; default all that fit")
     pp: one_or_list(PositiveInt) | None = Field(None, description="pipeline depths; default all")
     dp: one_or_list(PositiveInt) | None = Field(None, description="replica counts; default all")
+    cp: one_or_list(PositiveInt) | None = Field(
+        None,
+        description="context-parallel degrees; default 1 and the powers of two that leave each CP rank "
+        "4096 or more tokens of a sequence",
+    )
     use_all_gpus: bool = Field(
         True, description="false: plans may leave GPUs idle (e.g. drop the slowest node group)"
     )
@@ -87,7 +92,7 @@ class _SearchBase(Strict):
         0.1, description="the cheapest plan at most this much slower than the best is reported"
     )
 
-    @field_validator("tp", "pp", "dp", mode="after")
+    @field_validator("tp", "pp", "dp", "cp", mode="after")
     @classmethod
     def _distinct(cls, value: Any) -> Any:
         return sorted(set(value)) if isinstance(value, list) else value

@@ -1,4 +1,4 @@
-"""A plan's shape: tensor, pipeline and data parallel degrees (tp, pp, dp)."""
+"""A plan's shape: tensor, pipeline, data and context parallel degrees (tp, pp, dp, cp)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,23 @@ class Shape:
     tp: int
     pp: int
     dp: int
+    cp: int = 1
+
+    @property
+    def cell(self) -> int:
+        """GPUs of one pipeline cell: the TP groups of its CP ranks."""
+        return self.tp * self.cp
 
     @property
     def num_gpus(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.cell * self.pp * self.dp
 
     @property
     def num_cells(self) -> int:
         return self.pp * self.dp
+
+    @property
+    def label(self) -> str:
+        """`tp2·pp2·dp2`, or `tp2·cp2·pp2·dp2` with context parallelism."""
+        cp = f"·cp{self.cp}" if self.cp > 1 else ""
+        return f"tp{self.tp}{cp}·pp{self.pp}·dp{self.dp}"

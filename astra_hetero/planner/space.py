@@ -27,34 +27,50 @@ ClassGrid = tuple[Column, ...]  # one column per replica, sorted
 
 
 def shapes(problem: Problem) -> Iterator[Shape]:
-    """(tp, pp, dp) whose cells fit the cluster: all of it, or (use_all_gpus: false) part of it."""
+    """(tp, pp, dp, cp) whose cells fit the cluster: all of it, or (use_all_gpus: false) part of it."""
     settings, model = problem.settings, problem.base.model
     across = problem.base.parallelism.allow_tp_across_nodes
     n = problem.num_gpus
     tps = allowed(settings.tp) or range(1, n + 1)
     pps = allowed(settings.pp) or range(1, model.num_layers + 1)
     dps = allowed(settings.dp) or range(1, problem.base.parallelism.global_batch_size + 1)
+    cps = allowed(settings.cp) or context_parallel_degrees(model.seq_len)
     for tp in tps:
-        capacity = sum(c.cells(tp, across) for c in problem.classes)
-        for pp in pps:
-            for dp in dps:
-                cells = pp * dp
-                if cells > capacity or (settings.use_all_gpus and tp * cells != n):
-                    continue
-                yield Shape(tp, pp, dp)
+        for cp in cps:
+            capacity = sum(c.cells(tp, across, cp) for c in problem.classes)
+            for pp in pps:
+                for dp in dps:
+                    cells = pp * dp
+                    if cells > capacity or (settings.use_all_gpus and tp * cp * cells != n):
+                        continue
+                    yield Shape(tp, pp, dp, cp)
+
+
+# Context parallelism pays where attention dominates: NVIDIA's Llama 3 recipes split 8k sequences in
+# two and longer ones further. By default the search tries powers of two that leave every CP rank at
+# least this many tokens of a sequence (and split it into 2·cp equal chunks).
+MIN_TOKENS_PER_CP_RANK = 4096
+
+
+def context_parallel_degrees(seq_len: int) -> tuple[int, ...]:
+    return tuple(
+        cp
+        for cp in (1, 2, 4, 8, 16)
+        if cp == 1 or (seq_len % (2 * cp) == 0 and seq_len // cp >= MIN_TOKENS_PER_CP_RANK)
+    )
 
 
 def compositions(problem: Problem, shape: Shape) -> Iterator[tuple[int, ...]]:
     """Cells per device class: every class full when all GPUs are used; else any counts that leave
     whole nodes idle (a half-used node has every cost of a node and less of its work)."""
     across = problem.base.parallelism.allow_tp_across_nodes
-    caps = [c.cells(shape.tp, across) for c in problem.classes]
+    caps = [c.cells(shape.tp, across, shape.cp) for c in problem.classes]
     if problem.settings.use_all_gpus:
-        if all(cap * shape.tp == c.num_gpus for cap, c in zip(caps, problem.classes, strict=True)):
+        if all(cap * shape.cell == c.num_gpus for cap, c in zip(caps, problem.classes, strict=True)):
             if sum(caps) == shape.num_cells:
                 yield tuple(caps)
         return
-    steps = [max(1, c.spec.gpus_per_node // shape.tp) for c in problem.classes]
+    steps = [max(1, c.spec.gpus_per_node // shape.cell) for c in problem.classes]
     ranges = [sorted({*range(0, cap + 1, step), cap}) for cap, step in zip(caps, steps, strict=True)]
     for counts in itertools.product(*ranges):
         if sum(counts) == shape.num_cells:
@@ -116,11 +132,11 @@ def class_grids(problem: Problem, shape: Shape, composition: tuple[int, ...]) ->
         yield tuple(cols[i] for i in picks)
 
 
-def materialize(problem: Problem, grid: ClassGrid, tp: int) -> Grid:
+def materialize(problem: Problem, grid: ClassGrid, cell: int) -> Grid:
     """Node-group names per cell (grid[stage][replica]): each class's cells, stage by stage, go to its
     node groups in cluster order, as many as each group holds."""
     pp = len(grid[0])
-    free = {c.index: _group_slots(c, tp) for c in problem.classes}
+    free = {c.index: _group_slots(c, cell) for c in problem.classes}
     rows = []
     for s in range(pp):
         row = []
@@ -131,11 +147,11 @@ def materialize(problem: Problem, grid: ClassGrid, tp: int) -> Grid:
     return tuple(rows)
 
 
-def _group_slots(device_class: DeviceClass, tp: int) -> list[str]:
+def _group_slots(device_class: DeviceClass, cell: int) -> list[str]:
     return [
         name
         for name, gpus in zip(device_class.groups, device_class.group_gpus, strict=True)
-        for _ in range(gpus // tp)
+        for _ in range(gpus // cell)
     ]
 
 
@@ -150,12 +166,15 @@ class Family:
     def __len__(self) -> int:
         return len(self.class_grids) if self.composition is not None else len(self.fixed)
 
-    def grids(self, problem: Problem, tp: int, indices: Sequence[int] | None = None) -> Iterator[Grid | None]:
-        """Node-group grids (None: cluster order), all of them or those at `indices`."""
+    def grids(
+        self, problem: Problem, cell: int, indices: Sequence[int] | None = None
+    ) -> Iterator[Grid | None]:
+        """Node-group grids (None: cluster order), all of them or those at `indices`; `cell`: the
+        GPUs of one cell (tp·cp)."""
         chosen = range(len(self)) if indices is None else indices
         for i in chosen:
             yield (
-                materialize(problem, self.class_grids[i], tp)
+                materialize(problem, self.class_grids[i], cell)
                 if self.composition is not None
                 else self.fixed[i]
             )

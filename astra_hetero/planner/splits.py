@@ -15,7 +15,12 @@ from collections.abc import Iterable, Iterator
 from astra_hetero.planner.context import OptionContext
 from astra_hetero.planner.estimate import Cell
 from astra_hetero.spec.schema import ParallelismSpec
-from astra_hetero.workload.partition import even_split, greedy_min_max, micro_batch_group
+from astra_hetero.workload.partition import (
+    even_split,
+    greedy_min_max,
+    micro_batch_group,
+    replicas_in_lockstep,
+)
 
 Split = tuple[int, ...]
 
@@ -70,8 +75,9 @@ def splits(
     layers_total, m_total = ctx.problem.base.model.num_layers, ctx.num_micro_batches
     pp, dp = ctx.shape.pp, ctx.shape.dp
     floor, unit = min_stage_layers(ctx.parallelism), micro_batch_group(ctx.parallelism)
+    batches_mode = _batches_mode(ctx)
     n_layers = count_compositions(layers_total - pp * (floor - 1), pp) if settings.layers == "search" else 1
-    n_batches = count_compositions(m_total // unit, dp) if settings.micro_batches == "search" else 1
+    n_batches = count_compositions(m_total // unit, dp) if batches_mode == "search" else 1
     # enumerate every split of as many dimensions as `max_splits` allows, layers first
     limit = settings.max_splits
     every_layer = n_layers * n_batches <= limit or n_layers <= limit
@@ -89,9 +95,9 @@ def splits(
 
     results = []
     for layers in layer_options:
-        if settings.micro_batches == "spec":
+        if batches_mode == "spec":
             batch_options = [tuple(partition.micro_batches)]  # type: ignore[arg-type]
-        elif settings.micro_batches == "uniform":
+        elif batches_mode == "uniform":
             uniform = uniform_batches(m_total, dp, unit)
             batch_options = [uniform] if uniform else []
         elif every_batch:
@@ -101,10 +107,16 @@ def splits(
         else:
             balanced = balanced_micro_batches(ctx, cells, layers)
             batch_options = [balanced] if balanced else []
-        if settings.micro_batches == "search":
+        if batches_mode == "search":
             batch_options = _distinct(canonical_batches(b, cells) for b in batch_options)
         results.extend((layers, batches) for batches in batch_options)
     return results
+
+
+def _batches_mode(ctx: OptionContext) -> str:
+    """The settings' micro-batch mode, but `uniform` where the replicas must run in lockstep."""
+    mode = ctx.problem.settings.micro_batches
+    return "uniform" if mode == "search" and replicas_in_lockstep(ctx.parallelism) else mode
 
 
 def representative_split(
@@ -126,9 +138,9 @@ def representative_split(
         layers = balanced_layers(ctx, cells, capacity_gib)
     if layers is None:
         return None
-    if settings.micro_batches == "spec":
+    if _batches_mode(ctx) == "spec":
         return layers, tuple(partition.micro_batches)  # type: ignore[arg-type]
-    if settings.micro_batches == "uniform":
+    if _batches_mode(ctx) == "uniform":
         uniform = uniform_batches(m_total, dp, micro_batch_group(ctx.parallelism))
         return (layers, uniform) if uniform else None
     balanced = balanced_micro_batches(ctx, cells, layers)

@@ -20,6 +20,7 @@ BASE_COLUMNS = (
     "tp",
     "pp",
     "dp",
+    "cp",
 )
 TAIL_COLUMNS = (
     "mapping",
@@ -80,6 +81,7 @@ def _values(report: PlanReport, trial: Trial, rank: int, baseline: Trial | None)
         "tp": plan.tp,
         "pp": plan.pp,
         "dp": plan.dp,
+        "cp": plan.cp,
         **{name: plan.option(name, "") for name in option_names()},
         "mapping": plan.mapping_text,
         "layers": " ".join(map(str, plan.layers)),

@@ -60,6 +60,8 @@ class ModelRecord:
     learned_position_embeddings: bool
     rope: bool = False
     attention_window: Any = None  # validated by the model schema
+    head_dim: int | None = None  # only where it differs from hidden_size / num_heads
+    moe: dict[str, Any] | None = None  # the model's `moe` section, for mixture-of-experts models
 
 
 def _load(name: str) -> dict[str, dict[str, Any]]:

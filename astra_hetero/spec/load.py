@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 from astra_hetero.comm.measured import resolve_spec_tables
 from astra_hetero.errors import SpecError
 from astra_hetero.spec.devices import too_few_gpus
+from astra_hetero.spec.parallel_checks import check_modern_parallelism
 from astra_hetero.spec.schema import NcclTestsTable, Spec
 from astra_hetero.spec.yamlfile import read_yaml
 
@@ -211,11 +212,12 @@ def check_consistency(spec: Spec) -> None:
 
     check_dynamics(spec)
     par, model, cluster = spec.parallelism, spec.model, spec.cluster
-    world = par.tp * par.pp * par.dp
+    world = par.model_parallel_cell * par.pp * par.dp
     if world > cluster.num_gpus or (world != cluster.num_gpus and not spec.mapping.allow_idle_gpus):
+        degrees, values = ("tp·cp·pp·dp", f"{par.tp}·{par.cp}·") if par.cp > 1 else ("tp·pp·dp", f"{par.tp}·")
         raise SpecError(
             "parallelism",
-            f"tp·pp·dp = {par.tp}·{par.pp}·{par.dp} = {world} but the cluster has {cluster.num_gpus} GPUs"
+            f"{degrees} = {values}{par.pp}·{par.dp} = {world} but the cluster has {cluster.num_gpus} GPUs"
             + ("" if world > cluster.num_gpus else " (set mapping.allow_idle_gpus to leave GPUs idle)"),
         )
     for field, value in (
@@ -242,6 +244,7 @@ def check_consistency(spec: Spec) -> None:
         )
     _check_pipeline(spec)
     _check_overlap(spec)
+    check_modern_parallelism(spec)
     _check_precision(spec)
     _check_mapping(spec)
     _check_partition(spec, num_micro_batches)
@@ -335,7 +338,7 @@ def groups_in_use(spec: Spec) -> set[str]:
     if None not in named:
         return {name for name in named if name is not None}
     # the default mapping takes the first tp·pp·dp GPUs in cluster order
-    world, first_rank, used = par.tp * par.pp * par.dp, 0, set()
+    world, first_rank, used = par.model_parallel_cell * par.pp * par.dp, 0, set()
     for group, name in zip(spec.cluster.node_groups, spec.cluster.group_names, strict=True):
         if first_rank < world:
             used.add(name)
@@ -397,10 +400,11 @@ def _check_group_capacity(spec: Spec) -> None:
             if name is not None:
                 cells[name] = cells.get(name, 0) + 1
     for group, name in zip(spec.cluster.node_groups, spec.cluster.group_names, strict=True):
-        need = cells.get(name, 0) * par.tp
+        need = cells.get(name, 0) * par.model_parallel_cell
         if need > group.num_gpus:
             raise SpecError(
-                f"mapping.{field}", too_few_gpus(f"node group {name!r}", group.num_gpus, cells[name], par.tp)
+                f"mapping.{field}",
+                too_few_gpus(f"node group {name!r}", group.num_gpus, cells[name], par.model_parallel_cell),
             )
         if need < group.num_gpus and not mapping.allow_idle_gpus:
             raise SpecError(

@@ -2,7 +2,8 @@
 
 Consecutive operators between two collectives (and within one layer) become one Chakra compute node:
 ASTRA-sim's `duration_micros` has microsecond resolution, and per-operator nodes would multiply the
-trace size five-fold without changing what the simulators can see.
+trace size five-fold without changing what the simulators can see. A concurrent group (ring attention,
+overlapped TP collectives) keeps its nodes apart, each operator or piece timed as its own segment.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from dataclasses import dataclass, replace
 from astra_hetero.workload.costs import (
     OPTIMIZER_UNIT_PARAMS,
     Collective,
+    Concurrent,
     LayerStep,
     Op,
+    Piece,
     Shape,
     embedding_backward,
     embedding_forward,
@@ -23,7 +26,9 @@ from astra_hetero.workload.costs import (
     layer_forward,
     optimizer_ops,
 )
+from astra_hetero.workload.ops import Transfer
 from astra_hetero.workload.timing import DeviceCostModel
+from astra_hetero.workload.tp_overlap import overlap_tp
 
 
 @dataclass(frozen=True)
@@ -34,11 +39,46 @@ class Segment:
     time_ns: float
 
 
-Block = tuple[Segment | Collective, ...]
+@dataclass(frozen=True)
+class TimedGroup:
+    """A concurrent group with its operators timed: node i waits for `deps[i]` (none: for what
+    precedes the group); what follows waits for `exits`."""
+
+    name: str
+    nodes: tuple[Segment | Collective | Transfer, ...]
+    deps: tuple[tuple[int, ...], ...]
+    exits: tuple[int, ...]
+
+    @property
+    def compute_ns(self) -> float:
+        return sum(n.time_ns for n in self.nodes if isinstance(n, Segment))
+
+
+Block = tuple[Segment | Collective | TimedGroup, ...]
+
+
+def _timed(group: Concurrent, phase: str, cost: DeviceCostModel, x: Shape) -> TimedGroup:
+    nodes: list[Segment | Collective | Transfer] = []
+    for node in group.nodes:
+        if isinstance(node, Piece):
+            whole = node.op
+            nodes.append(
+                Segment(
+                    node.label,
+                    whole.flops * node.fraction,
+                    whole.bytes * node.fraction,
+                    cost.time_ns(whole, phase, x) * node.fraction,
+                )
+            )
+        elif isinstance(node, Op):
+            nodes.append(Segment(node.name, node.flops, node.bytes, cost.time_ns(node, phase, x)))
+        else:
+            nodes.append(node)
+    return TimedGroup(group.name, tuple(nodes), group.deps, group.exits)
 
 
 def fuse(steps: list[LayerStep], phase: str, cost: DeviceCostModel, x: Shape) -> Block:
-    out: list[Segment | Collective] = []
+    out: list[Segment | Collective | TimedGroup] = []
     pending: list[Op] = []
 
     def flush() -> None:
@@ -58,6 +98,9 @@ def fuse(steps: list[LayerStep], phase: str, cost: DeviceCostModel, x: Shape) ->
         if isinstance(step, Collective):
             flush()
             out.append(step)
+        elif isinstance(step, Concurrent):
+            flush()
+            out.append(_timed(step, phase, cost, x))
         else:
             pending.append(step)
     flush()
@@ -145,13 +188,16 @@ def device_blocks(
 ) -> DeviceBlocks:
     """`windows`: each model layer's attention window (0: global); empty: every layer as `x`."""
     distinct = tuple(dict.fromkeys(windows)) or (x.window,)
-    kinds = [
-        (
-            fuse(layer_forward(replace(x, window=w)), "fwd", cost, replace(x, window=w)),
-            fuse(layer_backward(replace(x, window=w), recompute), "bwd", cost, replace(x, window=w)),
+    overlap = overlap_tp if x.tp_overlap else list
+    kinds = []
+    for w in distinct:
+        at = replace(x, window=w)
+        kinds.append(
+            (
+                fuse(overlap(layer_forward(at)), "fwd", cost, at),
+                fuse(overlap(layer_backward(at, recompute)), "bwd", cost, at),
+            )
         )
-        for w in distinct
-    ]
     return DeviceBlocks(
         layer_fwd=kinds[0][0],
         layer_bwd=kinds[0][1],

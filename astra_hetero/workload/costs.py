@@ -37,19 +37,23 @@ Byte counts per element follow the kernels Megatron runs (BF16 activations, FP32
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import product
 
 from astra_hetero.spec.schema import ModelSpec, ParallelismSpec
 from astra_hetero.workload import fp8
-from astra_hetero.workload.attention import DROPOUT_BYTES, attention_backward, attention_forward
+from astra_hetero.workload.attention import DROPOUT_BYTES
+from astra_hetero.workload.context_parallel import core_attention_backward, core_attention_forward
+from astra_hetero.workload.moe import expert_parameters_per_layer, moe_backward, moe_forward
 from astra_hetero.workload.ops import (
     BYTES_BF16,
     BYTES_FP32,
     Collective,
+    Concurrent,
     LayerStep,
     Op,
+    Piece,
     Shape,
     linear_backward,
     linear_forward,
@@ -116,6 +120,28 @@ def _mlp_forward(x: Shape) -> list[Op]:
     ]
 
 
+def _mlp_block_forward(x: Shape, gathered: int | None) -> list[LayerStep]:
+    """The MLP with the TP collectives around it: dense, or the MoE layer with its shared experts
+    (`gathered`: bytes per element the sequence-parallel all-gather moves)."""
+    if x.moe is None:
+        return [*fp8.norm_fed_input(x, "mlp_up"), *_tp_enter(x, gathered), *_mlp_forward(x), *_tp_exit(x)]
+    shared = replace(x, f=x.moe.shared_ffn)
+    dense = [
+        *fp8.norm_fed_input(shared, "mlp_up"),
+        *_tp_enter(x, gathered),
+        *_mlp_forward(shared),
+        *_tp_exit(x),
+    ]
+    return moe_forward(x, dense if x.moe.shared_ffn else [])
+
+
+def _mlp_block_backward(x: Shape, grad_enter: list[LayerStep]) -> list[LayerStep]:
+    if x.moe is None:
+        return [*grad_enter, *_mlp_backward(x), *_tp_exit(x)]
+    shared = replace(x, f=x.moe.shared_ffn)
+    return moe_backward(x, [*grad_enter, *_mlp_backward(shared), *_tp_exit(x)] if x.moe.shared_ffn else [])
+
+
 def _mlp_backward(x: Shape) -> list[Op]:
     f, t, dt = x.f // x.t, x.tokens, x.dtypes
     first = ("mlp_gate_up", 2 * f) if x.swiglu else ("mlp_up", f)
@@ -164,16 +190,13 @@ def layer_forward(x: Shape) -> list[LayerStep]:
         linear_forward("qkv_proj", x.tokens, x.h, x.qkv_width // x.t, dt),
         *_local(x, memory_op("qkv_bias", x.tokens * x.qkv_width // x.t, BIAS_ADD_BYTES, flops=1.0)),
         *_rope(x),
-        *attention_forward(x),
-        *fp8.plain_input(x, "attn_out_proj", x.h // x.t),
-        linear_forward("attn_out_proj", x.tokens, x.h // x.t, x.h, dt),
+        *core_attention_forward(x),
+        *fp8.plain_input(x, "attn_out_proj", x.q_width // x.t),
+        linear_forward("attn_out_proj", x.tokens, x.q_width // x.t, x.h, dt),
         *_tp_exit(x),
         memory_op("residual_attn", norm, residual_bytes, flops=2.0, random=True),
         memory_op("norm_mlp", norm, norm_bytes, flops=5.0),
-        *fp8.norm_fed_input(x, "mlp_up"),
-        *_tp_enter(x, gathered),
-        *_mlp_forward(x),
-        *_tp_exit(x),
+        *_mlp_block_forward(x, gathered),
         memory_op("residual_mlp", norm, residual_bytes, flops=2.0, random=True),
     ]
 
@@ -199,16 +222,14 @@ def layer_backward(x: Shape, recompute: str) -> list[LayerStep]:
     return [
         memory_op("residual_mlp", norm, residual_bytes, flops=1.0),
         *_local(x, memory_op("mlp_down_bias_grad", norm, BIAS_GRAD_BYTES, flops=1.0)),
-        *grad_enter,
-        *_mlp_backward(x),
-        *_tp_exit(x),
+        *_mlp_block_backward(x, grad_enter),
         _norm_backward(x, "norm_mlp"),
         memory_op("residual_attn", norm, residual_bytes, flops=1.0),
         *_local(x, memory_op("attn_out_bias_grad", norm, BIAS_GRAD_BYTES, flops=1.0)),
         *grad_enter,
         *fp8.output_gradient(x, "attn_out_proj", x.h),
-        linear_backward("attn_out_proj", x.tokens, x.h // x.t, x.h, dt),
-        *attention_backward(x, recompute == "selective"),
+        linear_backward("attn_out_proj", x.tokens, x.q_width // x.t, x.h, dt),
+        *core_attention_backward(x, recompute == "selective"),
         *_rope(x),
         *_local(
             x,
@@ -309,13 +330,19 @@ class ParameterCounts:
     embedding: int  # token (+ position) embedding
     head: int  # LM head weights that are not tied to the embedding
     final_norm: int
+    experts_per_layer: int = 0  # the routed experts of one MoE layer (split over ep·etp ranks)
 
     def total(self, num_layers: int) -> int:
-        return self.per_layer * num_layers + self.embedding + self.head + self.final_norm
+        layers = (self.per_layer + self.experts_per_layer) * num_layers
+        return layers + self.embedding + self.head + self.final_norm
 
 
 def stage_parameters(
-    model: ModelSpec, par: ParallelismSpec, stage: int, num_layers: int
+    model: ModelSpec,
+    par: ParallelismSpec,
+    stage: int,
+    num_layers: int,
+    expert_hosts: tuple[int, bool] = (0, True),
 ) -> tuple[float, float]:
     """(parameters on one TP rank of `stage`, of which not in transformer layers).
 
@@ -330,22 +357,44 @@ def stage_parameters(
         extra += counts.head + counts.final_norm
         if model.tied_embeddings and par.pp > 1:
             extra += counts.embedding
-    return (num_layers * counts.per_layer + extra) / par.tp, extra / par.tp
+    experts = num_layers * expert_parameters_on_rank(model, par, expert_hosts)
+    return (num_layers * counts.per_layer + extra) / par.tp + experts, extra / par.tp
+
+
+def expert_parameters_on_rank(
+    model: ModelSpec, par: ParallelismSpec, expert_hosts: tuple[int, bool] = (0, True)
+) -> float:
+    """Routed-expert weights of one MoE layer on one rank: num_experts/ep experts, each 1/etp of it;
+    under mapping.experts (`expert_hosts`: holders per expert group, whether this rank is one)
+    num_experts/holders on a holder, none elsewhere."""
+    hosts, holds = expert_hosts
+    if not holds:
+        return 0.0
+    return parameter_counts(model).experts_per_layer / ((hosts or par.ep) * par.expert_tp)
 
 
 def parameter_counts(model: ModelSpec) -> ParameterCounts:
-    h, f, d = model.hidden_size, model.ffn_size, model.head_dim
-    qkv = h * (h + 2 * model.num_kv_heads * d)
-    attn = qkv + h * h
-    mlp = (3 if model.activation == "swiglu" else 2) * h * f  # squared ReLU: up and down, no biases
+    """Weights by part of the model. A MoE layer's dense part (`per_layer`, split over TP) holds its
+    attention, norms, router and shared experts; its routed experts are `experts_per_layer`."""
+    h, d, gated = model.hidden_size, model.head_width, model.activation == "swiglu"
+    q = model.num_heads * d
+    attn = h * (q + 2 * model.num_kv_heads * d) + q * h
     norm = 2 * h if model.norm == "layernorm" else h
+    experts = 0
+    if model.moe is None:
+        f = model.ffn_size
+        mlp = (3 if gated else 2) * h * f
+    else:
+        f = model.moe.shared_experts * model.moe.expert_ffn_size
+        mlp = (3 if gated else 2) * h * f + h * model.moe.num_experts  # shared experts, router
+        experts = expert_parameters_per_layer(model.moe.num_experts, h, model.moe.expert_ffn_size, gated)
     biases = 0
     if model.activation == "gelu":  # GPT-style layers carry biases
-        biases = (h + 2 * model.num_kv_heads * d) + h + f + h
+        biases = (q + 2 * model.num_kv_heads * d) + h + f + h
     per_layer = attn + mlp + 2 * norm + biases
     embedding = model.vocab_size * h + (model.seq_len * h if model.learned_position_embeddings else 0)
     head = 0 if model.tied_embeddings else model.vocab_size * h
-    return ParameterCounts(per_layer, embedding, head, norm)
+    return ParameterCounts(per_layer, embedding, head, norm, experts)
 
 
 PHASES = ("fwd", "bwd", "step")
@@ -358,7 +407,20 @@ def operators(x: Shape) -> dict[str, dict[str, Op]]:
     backward = [*layer_backward(x, "selective"), *embedding_backward(x), *head_backward(x)]
     shard, full = optimizer_ops(x)
     by_phase = {"fwd": forward, "bwd": backward, "step": [*shard, *full]}
-    return {phase: {s.name: s for s in steps if isinstance(s, Op)} for phase, steps in by_phase.items()}
+    return {phase: {op.name: op for op in _ops_of(steps)} for phase, steps in by_phase.items()}
+
+
+def _ops_of(steps: list[LayerStep]) -> list[Op]:
+    """The operators of a pass, those inside concurrent groups included (a piece stands for its op)."""
+    found: list[Op] = []
+    for step in steps:
+        nodes = step.nodes if isinstance(step, Concurrent) else (step,)
+        for node in nodes:
+            if isinstance(node, Piece):
+                node = node.op
+            if isinstance(node, Op):
+                found.append(node)
+    return found
 
 
 def operator_names() -> dict[str, frozenset[str]]:

@@ -16,19 +16,24 @@ from astra_hetero.errors import InfeasiblePlan
 from astra_hetero.spec.catalog import gpu_catalog
 from astra_hetero.spec.devices import Device
 from astra_hetero.spec.schema import Spec
+from astra_hetero.workload.approximations import workload_approximations
 from astra_hetero.workload.blocks import DeviceBlocks, device_blocks
 from astra_hetero.workload.calibration import load_calibration
+from astra_hetero.workload.comm_groups import CommGroup, comm_groups
 from astra_hetero.workload.costs import (
+    expert_parameters_on_rank,
     parameter_counts,
     shape_of,
     stage_parameters,
 )
 from astra_hetero.workload.encode import ClassEncoder, RankBinding, idle_trace
+from astra_hetero.workload.expert_placement import ExpertPlacement, block_key, expert_placement
 from astra_hetero.workload.graph import build_rank_graph
 from astra_hetero.workload.invariants import ClassSummary, check_bound, summarize
 from astra_hetero.workload.layout import Layout, Placement, build_layout
 from astra_hetero.workload.memory import check_memory, max_layers_that_fit, peak_by_gpu
 from astra_hetero.workload.model_flops import throughput_record
+from astra_hetero.workload.ops import Shape
 from astra_hetero.workload.partition import Partition, build_partition, micro_batch_group
 from astra_hetero.workload.precision import Dtypes
 from astra_hetero.workload.program import RankContext, RankGraph
@@ -37,16 +42,6 @@ from astra_hetero.workload.scope import scoped
 from astra_hetero.workload.timing import DeviceCostModel
 
 Progress = Callable[[int], None]
-
-
-@dataclass(frozen=True)
-class CommGroup:
-    id: str
-    kind: str  # "tp" | "dp" | "embedding"
-    ranks: tuple[int, ...]
-    stage: int | None = None
-    replica: int | None = None
-    tp_index: int | None = None
 
 
 @dataclass
@@ -67,89 +62,82 @@ def plan_workload(spec: Spec) -> WorkloadPlan:
     total_mb = spec.parallelism.global_batch_size // spec.parallelism.micro_batch_size
     # a replica's share can be no larger (the others get at least one group each)
     most_mb = total_mb - (spec.parallelism.dp - 1) * micro_batch_group(spec.parallelism)
-    blocks = timed_blocks(spec, layout.devices)
+    placement = expert_placement(spec, layout)
+    blocks = timed_blocks(spec, layout.devices, placement)
+
+    def hosts_of(rank: int) -> tuple[int, bool]:
+        return (placement.hosts, placement.holds(rank)) if placement is not None else (0, True)
+
     partition = build_partition(
         spec,
         layout,
-        lambda rank: blocks[layout.devices[rank].gpu_type],
-        lambda stage: max_layers_that_fit(spec, layout, stage, most_mb),
+        lambda rank: blocks[block_key(layout.devices[rank], placement)],
+        lambda stage: max_layers_that_fit(spec, layout, stage, most_mb, hosts_of),
     )
-    check_memory(spec, layout, partition)
-    memory = peak_by_gpu(spec, layout, partition)  # of the whole iteration, as the real job needs it
+    check_memory(spec, layout, partition, hosts_of)
+    memory = peak_by_gpu(spec, layout, partition, hosts_of)  # of the whole iteration, as the job needs it
     partition = scoped(partition, spec.scope)  # a cut-down iteration, planned for the whole one
-    groups = _comm_groups(spec, layout)
+    groups = comm_groups(spec, layout)
     of_rank: list[list[CommGroup]] = [[] for _ in range(layout.num_ranks)]
     for group in groups:  # each rank's groups, found once rather than by scanning every group per rank
         for rank in group.ranks:
             of_rank[rank].append(group)
     active = layout.active_ranks
-    contexts = [_context(spec, layout, partition, of_rank[r], blocks, r) for r in active]
+    contexts = [_context(spec, layout, partition, of_rank[r], blocks, r, placement) for r in active]
     bindings = [_binding(spec, layout, of_rank[r], r) for r in active]
     return WorkloadPlan(spec, layout, partition, groups, contexts, bindings, memory)
 
 
-def timed_blocks(spec: Spec, devices: Iterable[Device]) -> dict[str, DeviceBlocks]:
-    """Every block a rank may run, timed once per GPU type among `devices` (the planner's estimates
-    use the same blocks as the traces)."""
-    x = shape_of(spec.model, spec.parallelism, spec.compute.attention, Dtypes.from_spec(spec))
+def timed_blocks(
+    spec: Spec, devices: Iterable[Device], placement: ExpertPlacement | None = None
+) -> dict[str, DeviceBlocks]:
+    """Every block a rank may run, timed once per GPU type among `devices` (and, under
+    mapping.experts, whether it holds experts: `block_key`); the planner's estimates use the same
+    blocks as the traces."""
+    dtypes = Dtypes.from_spec(spec)
+    x = shape_of(spec.model, spec.parallelism, spec.compute.attention, dtypes)
     calibration = (
         load_calibration(spec.calibration, private=spec.calibration_private) if spec.calibration else None
     )
     if calibration is not None:
         calibration.check_gpus([*gpu_catalog(), *(g.gpu.type_key for g in spec.cluster.node_groups)])
     # One cost model per GPU label; the spec guarantees that a label names one set of numbers.
-    costs: dict[str, DeviceCostModel] = {}
+    costs: dict[str, tuple[DeviceCostModel, Shape]] = {}
     for device in devices:
-        costs.setdefault(device.gpu_type, DeviceCostModel(device.spec.gpu, calibration))
+        key = block_key(device, placement)
+        if key not in costs:
+            shape = x
+            if placement is not None:
+                hosts = (placement.hosts, placement.holds(device.rank))
+                shape = shape_of(spec.model, spec.parallelism, spec.compute.attention, dtypes, hosts)
+            costs[key] = (DeviceCostModel(device.spec.gpu, calibration), shape)
     windows = tuple(spec.model.window_of(i) for i in range(spec.model.num_layers))
-    if len(set(windows)) == 1:  # every layer alike: one kind, carried by the shape
-        x, windows = replace(x, window=windows[0]), ()
+    alike = len(set(windows)) == 1  # every layer alike: one kind, carried by the shape
     recompute = spec.parallelism.recompute
-    return {key: device_blocks(cost, x, recompute, windows) for key, cost in costs.items()}
-
-
-def _comm_groups(spec: Spec, layout: Layout) -> list[CommGroup]:
-    par = spec.parallelism
-    groups: list[CommGroup] = []
-
-    def add(kind: str, ranks: list[int], **where: int) -> None:
-        if len(ranks) > 1:
-            groups.append(CommGroup(str(len(groups) + 1), kind, tuple(ranks), **where))
-
-    for stage in range(par.pp):
-        for replica in range(par.dp):
-            add("tp", list(layout.cells[stage][replica]), stage=stage, replica=replica)
-    for stage in range(par.pp):
-        for tp_index in range(par.tp):
-            add(
-                "dp",
-                [layout.rank_of(stage, r, tp_index) for r in range(par.dp)],
-                stage=stage,
-                tp_index=tp_index,
-            )
-    if spec.model.tied_embeddings and par.pp > 1:
-        for replica in range(par.dp):
-            for tp_index in range(par.tp):
-                add(
-                    "embedding",
-                    [layout.rank_of(0, replica, tp_index), layout.rank_of(par.pp - 1, replica, tp_index)],
-                    replica=replica,
-                    tp_index=tp_index,
-                )
-    return groups
+    return {
+        key: device_blocks(
+            cost, replace(shape, window=windows[0]) if alike else shape, recompute, () if alike else windows
+        )
+        for key, (cost, shape) in costs.items()
+    }
 
 
 def _binding(spec: Spec, layout: Layout, groups: list[CommGroup], rank: int) -> RankBinding:
     """`groups`: the comm groups holding `rank`."""
     place = layout.placement(rank)
-    pp = spec.parallelism.pp
+    pp, cp = spec.parallelism.pp, spec.parallelism.cp
     # with virtual stages the pipeline is a ring: the last stage feeds stage 0's next chunk
     ring = spec.parallelism.virtual_stages > 1
     peers = {}
     if place.stage > 0 or ring:
-        peers["prev"] = layout.rank_of((place.stage - 1) % pp, place.replica, place.tp_index)
+        peers["prev"] = layout.rank_of((place.stage - 1) % pp, place.replica, place.tp_index, place.cp_index)
     if place.stage < pp - 1 or ring:
-        peers["next"] = layout.rank_of((place.stage + 1) % pp, place.replica, place.tp_index)
+        peers["next"] = layout.rank_of((place.stage + 1) % pp, place.replica, place.tp_index, place.cp_index)
+    if cp > 1:  # the context-parallel ring
+        for role, step in (("cp_next", 1), ("cp_prev", -1)):
+            peers[role] = layout.rank_of(
+                place.stage, place.replica, place.tp_index, (place.cp_index + step) % cp
+            )
     return RankBinding(rank, {g.kind: g.id for g in groups}, peers)
 
 
@@ -160,6 +148,7 @@ def _context(
     groups: list[CommGroup],
     blocks: dict[str, DeviceBlocks],
     rank: int,
+    placement: ExpertPlacement | None = None,
 ) -> RankContext:
     par, model = spec.parallelism, spec.model
     place = layout.placement(rank)
@@ -167,21 +156,28 @@ def _context(
     counts = parameter_counts(model)
     dt = Dtypes.from_spec(spec)
     grad_width = dt.grad_bytes
-    params, extra_params = stage_parameters(model, par, stage, partition.layers_per_stage[stage])
+    num_layers = partition.layers_per_stage[stage]
+    hosts = (placement.hosts, placement.holds(rank)) if placement is not None else (0, True)
+    params, extra_params = stage_parameters(model, par, stage, num_layers, hosts)
+    experts = expert_parameters_on_rank(model, par, hosts)
     embedding_params = counts.embedding / par.tp if stage == 0 else 0.0
-    tokens = par.micro_batch_size * model.seq_len
-    roles = {g.kind for g in groups}
+    tokens = par.micro_batch_size * model.seq_len // par.cp
+    sizes = {g.kind: len(g.ranks) for g in groups}
+    dp_size, edp_size = sizes.get("dp", 1), sizes.get("edp", 1)
+    updated = params
+    if par.distributed_optimizer:  # each data-parallel rank updates its shard of each buffer
+        updated = (params - experts * num_layers) / dp_size + experts * num_layers / edp_size
     return RankContext(
         stage=stage,
         num_stages=par.pp,
         num_micro_batches=partition.micro_batches_per_replica[replica],
         chunks=partition.chunk_ranges(stage),
-        blocks=blocks[layout.devices[rank].gpu_type],
+        blocks=blocks[block_key(layout.devices[rank], placement)],
         tp_size=par.tp,
-        dp_size=par.dp,
-        has_tp_group="tp" in roles,
-        has_dp_group="dp" in roles,
-        has_embedding_group="embedding" in roles,
+        dp_size=dp_size,
+        has_tp_group="tp" in sizes,
+        has_dp_group="dp" in sizes,
+        has_embedding_group="embedding" in sizes,
         # Megatron splits the boundary tensor across the TP ranks (scatter/gather optimisation).
         activation_bytes=int(dt.activation_bytes * tokens * model.hidden_size / par.tp),
         grad_bucket_bytes=par.dp_bucket_mib * 1024**2,
@@ -191,12 +187,21 @@ def _context(
         embedding_grad_bytes=int(counts.embedding / par.tp * grad_width),
         params_on_rank=params,
         distributed_optimizer=par.distributed_optimizer,
-        optimizer_shards=par.dp if par.distributed_optimizer else 1,
+        updated_params=updated,
         param_bytes_per_grad_byte=dt.param_bytes / grad_width,
         full_recompute=par.recompute == "full",
         overlap_grad_reduce=par.overlap_grad_reduce,
         overlap_param_gather=par.overlap_param_gather,
+        group_sizes=tuple(sorted((k, v) for k, v in sizes.items() if k in LAYER_ROLES)),
+        expert_layer_grad_bytes=experts * grad_width,
+        edp_size=edp_size,
+        sharding_stage=par.sharding_stage,
+        overlap_p2p_comm=par.overlap_p2p_comm,
     )
+
+
+# comm-group roles the layers' own collectives run on (the data-parallel ones are gradsync's)
+LAYER_ROLES = frozenset({"tp", "cp", "ep", "etp", "moe"})
 
 
 def class_graph(plan: WorkloadPlan, ctx: RankContext) -> RankGraph:
@@ -305,7 +310,12 @@ def cluster_fields(spec: Any, num_ranks: int) -> dict[str, Any]:
 
 
 def group_entry(group: CommGroup) -> dict[str, Any]:
-    where = (("stage", group.stage), ("replica", group.replica), ("tp_index", group.tp_index))
+    where = (
+        ("stage", group.stage),
+        ("replica", group.replica),
+        ("tp_index", group.tp_index),
+        ("cp_index", group.cp_index),
+    )
     return {"kind": group.kind, "ranks": list(group.ranks), **{k: v for k, v in where if v is not None}}
 
 
@@ -324,6 +334,7 @@ def plan_fields(plan: WorkloadPlan) -> dict[str, Any]:
         "memory": plan.memory,
         "scope": spec.scope.model_dump(mode="json") if spec.scope else None,
         "throughput": throughput_record(spec),
+        "approximations": workload_approximations(spec),
     }
 
 
@@ -340,6 +351,7 @@ def rank_entry(spec: Spec, device: Device, place: Placement | None, partition: P
         "stage": None,
         "replica": None,
         "tp_index": None,
+        "cp_index": None,
         "layers": [0, 0],
         "num_micro_batches": 0,
         # peak device-memory bandwidth, as ASTRA-sim's local-mem-bw: collectives reduce through it
@@ -353,6 +365,7 @@ def rank_entry(spec: Spec, device: Device, place: Placement | None, partition: P
             stage=place.stage,
             replica=place.replica,
             tp_index=place.tp_index,
+            cp_index=place.cp_index,
             layers=list(partition.layer_range(place.stage)),
             # model chunks (virtual pipeline stages) of this rank: [first layer, one past the last]
             chunks=[

@@ -1,10 +1,12 @@
 """Device-to-parallelism mapping: which GPU plays which (stage, replica, TP index), and which GPUs idle.
 
-A pipeline *cell* is the TP group that serves one stage of one replica. Cells are filled in
-stage-major order (stage 0 of every replica, then stage 1, ...), each taking the next `tp` GPUs of a
-pool: the whole cluster in order by default (Megatron's TP-innermost, then DP, then PP), or the node
-group that the mapping's grid (or its `stages` / `replicas` shorthand) names for that cell. GPUs that
-no cell takes are idle (allowed only with `mapping.allow_idle_gpus`).
+A pipeline *cell* is the group of GPUs that serves one stage of one replica: its TP group, or with
+context parallelism the cp TP groups that share each sequence (TP innermost, then CP, as Megatron-core
+orders ranks). Cells are filled in stage-major order (stage 0 of every replica, then stage 1, ...),
+each taking the next tp·cp GPUs of a pool: the whole cluster in order by default (Megatron's order:
+TP innermost, then CP, DP, PP), or the node group that the mapping's grid (or its `stages` /
+`replicas` shorthand) names for that cell. GPUs that no cell takes are idle (allowed only with
+`mapping.allow_idle_gpus`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class Placement:
     stage: int
     replica: int
     tp_index: int
+    cp_index: int = 0
 
 
 @dataclass(frozen=True)
@@ -35,10 +38,15 @@ class Layout:
     dp: int
     devices: tuple[Device, ...]
     placements: tuple[Placement | None, ...]  # indexed by rank; None for an idle GPU
-    cells: tuple[tuple[tuple[int, ...], ...], ...]  # cells[stage][replica] -> ranks by TP index
+    cells: tuple[tuple[tuple[int, ...], ...], ...]  # cells[stage][replica] -> ranks by cp·tp + tp index
+    cp: int = 1
 
-    def rank_of(self, stage: int, replica: int, tp_index: int) -> int:
-        return self.cells[stage][replica][tp_index]
+    def rank_of(self, stage: int, replica: int, tp_index: int, cp_index: int = 0) -> int:
+        return self.cells[stage][replica][cp_index * self.tp + tp_index]
+
+    def stage_ranks(self, stage: int) -> list[int]:
+        """The stage's ranks in Megatron-core's order: replica-major, then CP index, then TP index."""
+        return [rank for cell in self.cells[stage] for rank in cell]
 
     def cell_devices(self, stage: int, replica: int) -> list[Device]:
         return [self.devices[r] for r in self.cells[stage][replica]]
@@ -77,6 +85,7 @@ def build_layout(spec: Spec) -> Layout:
         par.tp,
         allow_across_nodes=par.allow_tp_across_nodes,
         allow_idle=spec.mapping.allow_idle_gpus,
+        cp=par.cp,
     )
 
 
@@ -87,11 +96,13 @@ def place_cells(
     *,
     allow_across_nodes: bool = False,
     allow_idle: bool = False,
+    cp: int = 1,
 ) -> Layout:
-    """Give every cell `tp` GPUs from its pool, stage by stage and replica by replica.
+    """Give every cell tp·cp GPUs from its pool, stage by stage and replica by replica.
 
     Pure: the planner calls it for candidate grids without building a spec.
     """
+    size = tp * cp
     pools: dict[str | None, list[Device]] = {None: list(devices)}
     for device in devices:
         pools.setdefault(device.group_name, []).append(device)
@@ -102,16 +113,17 @@ def place_cells(
         ranks = []
         for replica, key in enumerate(row):
             pool, start = pools.get(key, []), cursor.get(key, 0)
-            if start + tp > len(pool):
+            if start + size > len(pool):
                 field = "parallelism" if key is None else "mapping"
                 mapped = sum(k == key for r in groups for k in r)
                 owner = "the cluster" if key is None else f"node group {key!r}"
-                raise SpecError(field, too_few_gpus(owner, len(pool), mapped, tp))
-            cell = pool[start : start + tp]
-            cursor[key] = start + tp
-            _check_cell(cell, stage, replica, allow_across_nodes)
-            for tp_index, device in enumerate(cell):
-                placements[device.rank] = Placement(device.rank, stage, replica, tp_index)
+                raise SpecError(field, too_few_gpus(owner, len(pool), mapped, size))
+            cell = pool[start : start + size]
+            cursor[key] = start + size
+            _check_cell(cell, stage, replica, allow_across_nodes, tp)
+            for index, device in enumerate(cell):
+                cp_index, tp_index = divmod(index, tp)
+                placements[device.rank] = Placement(device.rank, stage, replica, tp_index, cp_index)
             ranks.append(tuple(d.rank for d in cell))
         cells.append(tuple(ranks))
     if not allow_idle and any(p is None for p in placements):
@@ -122,22 +134,25 @@ def place_cells(
             "must use every GPU unless mapping.allow_idle_gpus is set",
         )
     pp, dp = len(groups), len(groups[0]) if groups else 0
-    return Layout(tp, pp, dp, tuple(devices), tuple(placements), tuple(cells))
+    return Layout(tp, pp, dp, tuple(devices), tuple(placements), tuple(cells), cp)
 
 
-def _check_cell(cell: list[Device], stage: int, replica: int, allow_across_nodes: bool) -> None:
+def _check_cell(cell: list[Device], stage: int, replica: int, allow_across_nodes: bool, tp: int) -> None:
+    what = "TP group" if len(cell) == tp else "cell (the TP groups of its CP ranks)"
     types = sorted({d.gpu_type for d in cell})
     if len(types) > 1:
         raise SpecError(
             "mapping",
-            f"the TP group of stage {stage}, replica {replica} spans GPU types "
-            f"{' and '.join(types)}; a TP group must use one GPU type",
+            f"the {what} of stage {stage}, replica {replica} spans GPU types "
+            f"{' and '.join(types)}; a {what} must use one GPU type",
         )
-    domains = {d.domain for d in cell}  # a node, or the scale-up domain it belongs to
-    if len(domains) > 1 and not allow_across_nodes:
-        nodes = sorted({d.node for d in cell})
-        raise SpecError(
-            "mapping",
-            f"the TP group of stage {stage}, replica {replica} spans nodes {nodes} outside one "
-            "scale-up domain; set parallelism.allow_tp_across_nodes to permit it",
-        )
+    for first in range(0, len(cell), tp):
+        group = cell[first : first + tp]
+        domains = {d.domain for d in group}  # a node, or the scale-up domain it belongs to
+        if len(domains) > 1 and not allow_across_nodes:
+            raise SpecError(
+                "mapping",
+                f"the TP group of stage {stage}, replica {replica} spans nodes "
+                f"{sorted({d.node for d in group})} outside one scale-up domain; set "
+                "parallelism.allow_tp_across_nodes to permit it",
+            )

@@ -2,11 +2,13 @@
 
 Mixed-precision training with Adam, widths from the precision section (`precision.py`): by default
 BF16 weights (2 B/param), FP32 main gradients (4 B/param), FP32 master weights plus two moments
-(12 B/param, sharded over DP with the distributed optimizer); NeMo's distributed Adam with BF16 state
-holds 2 + 2 + 6/dp B/param.
+(12 B/param); NeMo's distributed Adam with BF16 state holds 2 + 2 + 6/dp B/param. The states are
+sharded over the data-parallel ranks as the ZeRO stage says (`sharding.sharded_state_bytes`).
 Activations follow Korthikanti et al. (2022), "Reducing Activation Recomputation in Large Transformer
-Models", generalised to the model's FFN width, gated MLPs and grouped KV heads; with fused attention
-(`compute.attention: fused`) the s² score terms give way to the kernel's per-head log-sum-exp.
+Models", generalised to the model's FFN width, gated MLPs, grouped KV heads and head width; with fused
+attention (`compute.attention: fused`) the s² score terms give way to the kernel's per-head
+log-sum-exp. Context parallelism stores 1/cp of every sequence; a MoE layer stores its routing and
+expert activations (`moe.moe_activation_bytes`) in place of the dense MLP's.
 
 How many micro-batches' activations a stage holds at once is read off its own schedule: a forward pass
 of a chunk stores that chunk's layers until the chunk's backward pass for the same micro-batch frees
@@ -16,18 +18,21 @@ of L/(p·v) layers) Korthikanti et al.'s L·(1 + (p − 1)/(p·v)) layer-micro-b
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from astra_hetero.errors import InfeasiblePlan
 from astra_hetero.spec.devices import Device
 from astra_hetero.spec.schema import Spec
 from astra_hetero.units import BYTES_PER_GIB
-from astra_hetero.workload.costs import stage_parameters
+from astra_hetero.workload.costs import expert_parameters_on_rank, stage_parameters
 from astra_hetero.workload.layout import Layout
+from astra_hetero.workload.moe import moe_activation_bytes
+from astra_hetero.workload.ops import shape_of
 from astra_hetero.workload.partition import Partition, even_split
 from astra_hetero.workload.precision import Dtypes
 from astra_hetero.workload.schedule import FORWARD, stage_steps
+from astra_hetero.workload.sharding import largest_unit_parameters, sharded_state_bytes
 
 # CUDA context, communication buffers, allocator fragmentation: a conservative fixed reserve.
 RESERVED_BYTES = 2 * BYTES_PER_GIB
@@ -53,7 +58,7 @@ class MemoryEstimate:
         )
 
 
-def activation_bytes_per_layer(spec: Spec) -> float:
+def activation_bytes_per_layer(spec: Spec, expert_hosts: tuple[int, bool] = (0, True)) -> float:
     """Stored activations of one layer for one micro-batch on one TP rank.
 
     Korthikanti et al.'s terms are BF16 tensors (2 B per element) and 1-byte dropout masks; wider
@@ -61,7 +66,7 @@ def activation_bytes_per_layer(spec: Spec) -> float:
     as FP8 (1 B) — except the attention output, which the attention backward needs in BF16 besides
     the projection's FP8 copy."""
     m, par = spec.model, spec.parallelism
-    s, b, h, t = m.seq_len, par.micro_batch_size, m.hidden_size, par.tp
+    s, b, h, t = m.seq_len // par.cp, par.micro_batch_size, m.hidden_size, par.tp
     sbh = s * b * h
     dt = Dtypes.from_spec(spec)
     w = dt.activation_bytes
@@ -71,16 +76,22 @@ def activation_bytes_per_layer(spec: Spec) -> float:
     fp8_copy = gemm_in if dt.fp8 else 0
     # norm inputs (2 tensors), QKV and MLP inputs, dropout masks (2 × 1 B)
     replicated = 2.0 * w + 2.0 * gemm_in + 2.0
-    kv_ratio = m.num_kv_heads / m.num_heads
+    queries = m.num_heads * m.head_width / h  # query (and attention output) width against h
+    keys = m.num_kv_heads * m.head_width / h
     up_outputs = 2.0 if m.activation == "swiglu" else 1.0  # MLP up outputs per ffn element
-    mlp = (up_outputs * w + gemm_in) * m.ffn_size / h
-    sharded = w + 2 * w * kv_ratio + (w + fp8_copy) + mlp  # Q, K and V, attention output, MLP
+    dense_ffn = m.ffn_size if m.moe is None else m.moe.shared_experts * m.moe.expert_ffn_size
+    mlp = (up_outputs * w + gemm_in) * dense_ffn / h
+    # Q, K and V, attention output, MLP
+    sharded = w * queries + 2 * w * keys + (w + fp8_copy) * queries + mlp
     if spec.compute.attention == "fused":  # no score matrix; the FP32 row log-sum-exp per head
         scores = 4.0 * m.num_heads / h
     else:  # softmax and dropout outputs (activation format) and mask (1 B) per score; recomputed if selective
         scores = 0.0 if par.recompute == "selective" else (2.0 * w + 1.0) * m.num_heads * s / h
     replicated_share = replicated / t if par.sequence_parallel else replicated
-    return sbh * (replicated_share + sharded / t + scores / t)
+    routed = 0.0
+    if m.moe is not None:
+        routed = moe_activation_bytes(shape_of(m, par, spec.compute.attention, dt, expert_hosts))
+    return sbh * (replicated_share + sharded / t + scores / t) + routed
 
 
 def peak_layers_in_flight(spec: Spec, stage: int, chunk_layers: Sequence[int], num_micro_batches: int) -> int:
@@ -100,16 +111,24 @@ def estimate(
     num_layers: int,
     num_micro_batches: int,
     chunk_layers: Sequence[int] | None = None,
+    expert_hosts: tuple[int, bool] = (0, True),
 ) -> MemoryEstimate:
     """`chunk_layers`: the stage's layers per model chunk (default: `num_layers` split evenly over
-    the virtual stages)."""
+    the virtual stages); `expert_hosts`: under mapping.experts, holders per expert group and whether
+    the device is one."""
     par, model = spec.parallelism, spec.model
     if chunk_layers is None:
         chunk_layers = even_split(num_layers, par.virtual_stages)
-    params, _ = stage_parameters(model, par, stage, num_layers)
+    params, _ = stage_parameters(model, par, stage, num_layers, expert_hosts)
     dt = Dtypes.from_spec(spec)
-    optimizer_share = 1 / par.dp if par.distributed_optimizer else 1.0
-    activations = activation_bytes_per_layer(spec) * peak_layers_in_flight(
+    experts = expert_parameters_on_rank(model, par, expert_hosts) * num_layers
+    per_param = (dt.param_bytes, dt.grad_bytes, dt.optimizer_bytes)
+    weights, gradients, optimizer = sharded_state_bytes(spec, params - experts, experts, per_param)
+    if par.sharding_stage == 3:  # gathered units in flight: the one in use and the prefetched one,
+        unit = largest_unit_parameters(spec, stage)  # and the unsharded gradients of one
+        weights += 2 * dt.param_bytes * unit
+        gradients += dt.grad_bytes * unit
+    activations = activation_bytes_per_layer(spec, expert_hosts) * peak_layers_in_flight(
         spec, stage, chunk_layers, num_micro_batches
     )
     if par.recompute == "full":  # one layer's full activations live during its backward
@@ -119,16 +138,18 @@ def estimate(
     if stage == par.pp - 1:  # logits in the activation format plus FP32 softmax for the loss
         per_logit = dt.activation_bytes + 4
         activations += par.micro_batch_size * model.seq_len * model.vocab_size / par.tp * per_logit
-    return MemoryEstimate(
-        params * dt.param_bytes,
-        params * dt.grad_bytes,
-        params * dt.optimizer_bytes * optimizer_share,
-        activations,
-    )
+    return MemoryEstimate(weights, gradients, optimizer, activations)
+
+
+HostsOf = Callable[[int], tuple[int, bool]]  # rank -> (expert holders per group, holds experts)
+
+
+def _no_experts(rank: int) -> tuple[int, bool]:
+    return (0, True)
 
 
 def cell_estimates(
-    spec: Spec, layout: Layout, partition: Partition
+    spec: Spec, layout: Layout, partition: Partition, hosts_of: HostsOf = _no_experts
 ) -> Iterator[tuple[int, int, Device, MemoryEstimate]]:
     """(stage, replica, the cell's first device, its estimate) for every pipeline cell: a cell's TP
     ranks share one node group, so one device stands for them all."""
@@ -141,29 +162,32 @@ def cell_estimates(
                 partition.layers_per_stage[stage],
                 partition.micro_batches_per_replica[replica],
                 partition.layers_per_chunk[stage],
+                hosts_of(device.rank),
             )
             yield stage, replica, device, need
 
 
-def check_memory(spec: Spec, layout: Layout, partition: Partition) -> None:
+def check_memory(spec: Spec, layout: Layout, partition: Partition, hosts_of: HostsOf = _no_experts) -> None:
     """Raise InfeasiblePlan naming the first stage and device whose estimate exceeds its capacity."""
-    for stage, replica, device, need in cell_estimates(spec, layout, partition):
+    for stage, replica, device, need in cell_estimates(spec, layout, partition, hosts_of):
         if need.total > device.spec.gpu.memory_gib * BYTES_PER_GIB:
             raise InfeasiblePlan(
                 "parallelism",
                 f"stage {stage} of replica {replica} on {device.spec.gpu.name} (node group "
                 f"{device.group_name!r}, rank {device.rank}) needs {need.total / BYTES_PER_GIB:.1f} GiB "
                 f"but has {device.spec.gpu.memory_gib:g} GiB ({need.describe()}); try more pipeline "
-                "stages, sequence_parallel, recompute or distributed_optimizer"
+                "stages, sequence_parallel, recompute, distributed_optimizer or a higher zero_stage"
                 + (", or fewer virtual_stages" if spec.parallelism.virtual_stages > 1 else ""),
             )
 
 
-def peak_by_gpu(spec: Spec, layout: Layout, partition: Partition) -> dict[str, dict[str, float | int]]:
+def peak_by_gpu(
+    spec: Spec, layout: Layout, partition: Partition, hosts_of: HostsOf = _no_experts
+) -> dict[str, dict[str, float | int]]:
     """Per GPU type, the estimate of its fullest device against its capacity (GiB), and where that
     device sits: what a run summary shows of memory."""
     peaks: dict[str, dict[str, float | int]] = {}
-    for stage, replica, device, need in cell_estimates(spec, layout, partition):
+    for stage, replica, device, need in cell_estimates(spec, layout, partition, hosts_of):
         peak = need.total / BYTES_PER_GIB
         if device.gpu_type not in peaks or peak > peaks[device.gpu_type]["peak_gib"]:
             peaks[device.gpu_type] = {
@@ -175,22 +199,22 @@ def peak_by_gpu(spec: Spec, layout: Layout, partition: Partition) -> dict[str, d
     return peaks
 
 
-def max_layers_that_fit(spec: Spec, layout: Layout, stage: int, max_micro_batches: int) -> int:
+def max_layers_that_fit(
+    spec: Spec, layout: Layout, stage: int, max_micro_batches: int, hosts_of: HostsOf = _no_experts
+) -> int:
     """The most layers `stage` can hold on every device that serves it (0 if not even one fits).
 
     With virtual stages every chunk is taken as large as the largest: activations held only grow with
     a chunk's size, so whichever way the layers are then split over the chunks, they fit."""
-    capacity = (
-        min(
-            layout.devices[layout.rank_of(stage, r, 0)].spec.gpu.memory_gib
-            for r in range(spec.parallelism.dp)
-        )
-        * BYTES_PER_GIB
-    )
+    cells = [layout.devices[layout.rank_of(stage, r, 0)] for r in range(spec.parallelism.dp)]
     fitting = 0
     v = spec.parallelism.virtual_stages
     for layers in range(v, spec.model.num_layers + 1):
-        if estimate(spec, stage, layers, max_micro_batches, [-(-layers // v)] * v).total > capacity:
+        chunks = [-(-layers // v)] * v
+        if any(
+            estimate(spec, stage, layers, max_micro_batches, chunks, hosts).total > memory * BYTES_PER_GIB
+            for memory, hosts in {(d.spec.gpu.memory_gib, hosts_of(d.rank)) for d in cells}
+        ):
             break
         fitting = layers
     return fitting

@@ -5,6 +5,12 @@ An `Op` carries what its time depends on: the GEMM shapes (M, N, K, batch) for m
 bytes moved for memory-bound kernels, and the sequence length for fused attention. FLOPs and bytes are
 per micro-batch and per TP rank; tensor widths follow the shape's `Dtypes` (the constants here are
 BF16's, and per-element byte counts elsewhere are written for BF16 and scaled by `Shape.width`).
+
+Communication inside a pass is a `Collective` on a comm-group role ("tp" by default; "cp", "ep",
+"etp", "moe" for the newer parallelisms) or a `Transfer` to a ring neighbour. Work that overlaps with
+communication is a `Concurrent` group: its nodes (operators, `Piece`s of one, collectives, transfers)
+wait only for the nodes they name, so a GEMM split in chunks can run beside the collective that feeds
+it, or an attention step beside the transfer of the next step's keys and values.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from dataclasses import dataclass
 
 from astra_hetero.spec.schema import ModelSpec, ParallelismSpec
 from astra_hetero.workload.precision import BF16, DTYPE_BYTES, Dtypes
+from astra_hetero.workload.routing import busiest_load
 
 BYTES_BF16 = DTYPE_BYTES["bf16"]
 BYTES_FP32 = DTYPE_BYTES["fp32"]
@@ -63,13 +70,61 @@ class Op:
 
 @dataclass(frozen=True)
 class Collective:
-    """A TP collective inside a pass (a marker between fused compute segments)."""
+    """A collective inside a pass (a marker between fused compute segments). `bytes` is the full
+    buffer (an all-gather's output)."""
 
-    kind: str  # "all_reduce" | "all_gather" | "reduce_scatter"
+    kind: str  # "all_reduce" | "all_gather" | "reduce_scatter" | "all_to_all"
     bytes: int
+    group: str = "tp"  # comm-group role: "tp" | "cp" | "ep" | "etp" | "moe"
 
 
-LayerStep = Op | Collective
+@dataclass(frozen=True)
+class Transfer:
+    """A point-to-point message inside a pass to or from a ring neighbour (`peer` role, e.g.
+    "cp_next"); `slot` numbers it within its block, from which the graph makes a unique tag."""
+
+    direction: str  # "send" | "recv"
+    peer: str
+    bytes: int
+    slot: int
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A share of one operator's work run as a node of its own (a chunk of a GEMM, one step of ring
+    attention): its time, FLOPs and bytes are `fraction` of the operator's."""
+
+    op: Op
+    fraction: float
+    label: str
+
+
+Node = Op | Piece | Collective | Transfer
+
+
+@dataclass(frozen=True)
+class Concurrent:
+    """Steps that may overlap: node i waits for the nodes `deps[i]` (earlier indices), or, when that
+    is empty, for whatever precedes the group. What follows waits for the nodes nothing inside waits
+    for. Compute nodes still run one at a time on the GPU, in node order."""
+
+    name: str
+    nodes: tuple[Node, ...]
+    deps: tuple[tuple[int, ...], ...]
+
+    def __post_init__(self) -> None:
+        if len(self.deps) != len(self.nodes) or any(
+            not 0 <= d < i for i, deps in enumerate(self.deps) for d in deps
+        ):
+            raise ValueError(f"{self.name}: every node may wait only for earlier nodes of the group")
+
+    @property
+    def exits(self) -> tuple[int, ...]:
+        waited = {d for deps in self.deps for d in deps}
+        return tuple(i for i in range(len(self.nodes)) if i not in waited)
+
+
+LayerStep = Op | Collective | Concurrent
 
 
 def gemm_op(name: str, *gemms: Gemm) -> Op:
@@ -122,6 +177,11 @@ class Shape:
     squared_relu: bool = False  # Nemotron's relu(x)² MLP (two matrices, no biases)
     rope: bool = False
     window: int = 0  # sliding-window attention: keys a query attends at most (0: all before it)
+    hd: int = 0  # head width; 0 = h / a
+    cp: int = 1  # context parallelism: this rank holds 1/cp of every sequence
+    cp_comm: str = "p2p"
+    moe: MoeShape | None = None
+    tp_overlap: bool = False  # TP collectives overlapped with their GEMMs (tp_comm_overlap)
 
     @property
     def width(self) -> float:
@@ -130,11 +190,16 @@ class Shape:
 
     @property
     def d(self) -> int:
-        return self.h // self.a
+        return self.hd or self.h // self.a
+
+    @property
+    def q_width(self) -> int:
+        """Width of all query heads (= h unless the model sets head_dim apart)."""
+        return self.a * self.d
 
     @property
     def qkv_width(self) -> int:
-        return self.h + 2 * self.kv * self.d
+        return self.q_width + 2 * self.kv * self.d
 
     @property
     def biases(self) -> bool:
@@ -149,7 +214,8 @@ class Shape:
 
     @property
     def tokens(self) -> int:
-        return self.b * self.s
+        """Tokens of one micro-batch on this rank: its 1/cp share of every sequence."""
+        return self.b * self.s // self.cp
 
     @property
     def elementwise_tokens(self) -> float:
@@ -157,9 +223,52 @@ class Shape:
         return self.tokens / self.t if self.sp else self.tokens
 
 
+@dataclass(frozen=True)
+class MoeShape:
+    """What a rank's MoE layer depends on (see workload/moe.py)."""
+
+    experts: int
+    top_k: int
+    ffn: int  # one expert's inner width
+    shared_ffn: int  # shared experts' total inner width (0: none)
+    ep: int
+    etp: int
+    load: float  # the busiest EP rank's routed tokens over the even share (>= 1): every rank's pace
+    dispatcher: str  # "alltoall" | "allgather"
+    hosts: int = 0  # mapping.experts: ranks of an expert group holding experts (0: all of them)
+    holds: bool = True  # whether this rank holds experts
+
+    @property
+    def holders(self) -> int:
+        return self.hosts or self.ep
+
+    @property
+    def local_experts(self) -> int:
+        return self.experts // self.holders if self.holds else 0
+
+
 def shape_of(
-    model: ModelSpec, par: ParallelismSpec, attention: str = "fused", dtypes: Dtypes = BF16
+    model: ModelSpec,
+    par: ParallelismSpec,
+    attention: str = "fused",
+    dtypes: Dtypes = BF16,
+    expert_hosts: tuple[int, bool] = (0, True),
 ) -> Shape:
+    """`expert_hosts`: (holders per expert group, whether this rank is one) under mapping.experts."""
+    moe = None
+    if model.moe is not None:
+        moe = MoeShape(
+            experts=model.moe.num_experts,
+            top_k=model.moe.top_k,
+            ffn=model.moe.expert_ffn_size,
+            shared_ffn=model.moe.shared_experts * model.moe.expert_ffn_size,
+            ep=par.ep,
+            etp=par.expert_tp,
+            load=busiest_load(model.moe, par.ep),
+            dispatcher=par.moe_token_dispatcher,
+            hosts=expert_hosts[0],
+            holds=expert_hosts[1],
+        )
     return Shape(
         b=par.micro_batch_size,
         s=model.seq_len,
@@ -175,4 +284,9 @@ def shape_of(
         dtypes=dtypes,
         squared_relu=model.activation == "squared_relu",
         rope=model.rope,
+        hd=model.head_width,
+        cp=par.cp,
+        cp_comm=par.cp_comm,
+        moe=moe,
+        tp_overlap=par.tp_comm_overlap,
     )

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from astra_hetero.errors import InfeasiblePlan
 from astra_hetero.spec.schema import ParallelismSpec, Spec
-from astra_hetero.workload.blocks import Block, DeviceBlocks, Segment
+from astra_hetero.workload.blocks import Block, DeviceBlocks, Segment, TimedGroup
 from astra_hetero.workload.layout import Layout
 
 
@@ -68,7 +68,12 @@ class Partition:
 
 
 def block_time_ns(block: Block) -> float:
-    return sum(item.time_ns for item in block if isinstance(item, Segment))
+    """The block's compute (a concurrent group's included)."""
+    return sum(
+        item.time_ns if isinstance(item, Segment) else item.compute_ns
+        for item in block
+        if isinstance(item, Segment | TimedGroup)
+    )
 
 
 @dataclass(frozen=True)
@@ -156,6 +161,13 @@ def split_into_chunks(num_layers: int, stage: int, par: ParallelismSpec, costs: 
     return counts
 
 
+def replicas_in_lockstep(par: ParallelismSpec) -> bool:
+    """Whether the replicas must run the same micro-batches: their collectives span replicas inside
+    every pass (an expert group wider than a cell) or after every micro-batch (ZeRO-2 and -3 reduce
+    each micro-batch's gradients), so unequal counts would leave some ranks waiting forever."""
+    return par.ep * par.expert_tp > par.model_parallel_cell or par.sharding_stage >= 2
+
+
 def micro_batch_group(par: ParallelismSpec) -> int:
     """Granularity of a replica's micro-batch count: the interleaved schedule needs multiples of pp."""
     return par.pp if par.virtual_stages > 1 else 1
@@ -222,7 +234,7 @@ def _micro_batch_split(spec: Spec, costs: list[list[PassCosts]], layers: list[in
     batches_spec = spec.partition.micro_batches
     if isinstance(batches_spec, list):
         return list(batches_spec)
-    if batches_spec != "auto":
+    if batches_spec != "auto" or replicas_in_lockstep(par):
         return [total_mb // par.dp] * par.dp
     group = micro_batch_group(par)
     bottleneck = [

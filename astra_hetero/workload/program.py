@@ -37,8 +37,8 @@ class TraceNode:
         self.flops = 0.0
         self.bytes = 0  # tensor bytes for compute; message bytes for communication
         self.comm_type = ""
-        self.group = ""  # comm-group role for collectives: "tp" | "dp" | "embedding"
-        self.peer = ""  # pipeline-peer role for send/recv: "prev" | "next"
+        self.group = ""  # comm-group role for collectives: "tp" | "dp" | "embedding" | "cp" | "ep" ...
+        self.peer = ""  # peer role for send/recv: "prev" | "next" | "cp_prev" | "cp_next"
         self.tag = 0
 
 
@@ -64,11 +64,21 @@ class RankContext:
     embedding_grad_bytes: int  # the tied-embedding all-reduce between first and last stage
     params_on_rank: float
     distributed_optimizer: bool
-    optimizer_shards: int  # dp with the distributed optimizer, else 1
+    updated_params: float  # the parameters whose optimizer states the rank holds (its shard)
     param_bytes_per_grad_byte: float
     full_recompute: bool
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = False
+    # comm-group roles of the layers' own collectives ("tp", "cp", "ep", "etp", "moe") and their sizes
+    group_sizes: tuple[tuple[str, int], ...] = ()
+    expert_layer_grad_bytes: float = 0.0  # a MoE layer's routed-expert gradients on the rank
+    edp_size: int = 1  # ranks holding the same experts (they reduce the experts' gradients)
+    sharding_stage: int = 0  # ZeRO stage
+    overlap_p2p_comm: bool = True
+
+    def group_size(self, role: str) -> int:
+        """Ranks in the rank's `role` communicator (1: it has none, its collectives are skipped)."""
+        return dict(self.group_sizes).get(role, 1)
 
     @property
     def num_chunks(self) -> int:
@@ -88,6 +98,8 @@ class RankContext:
 class RankGraph:
     nodes: list[TraceNode] = field(default_factory=list)
     last_compute: int = -1
+    # sends the next compute must wait for (pipeline sends without overlap_p2p_comm)
+    held: list[int] = field(default_factory=list)
 
     def add(
         self, name: str, kind: str, data_deps: list[int], ctrl_deps: list[int] | None = None
@@ -97,6 +109,9 @@ class RankGraph:
         return node
 
     def compute(self, name: str, segment: Segment, data_deps: list[int]) -> int:
+        if self.held:
+            data_deps = [*data_deps, *(h for h in self.held if h not in data_deps)]
+            self.held = []
         ctrl = [self.last_compute] if self.last_compute >= 0 and self.last_compute not in data_deps else []
         node = self.add(name, COMP, data_deps, ctrl)
         node.time_ns, node.flops, node.bytes = segment.time_ns, segment.flops, int(segment.bytes)

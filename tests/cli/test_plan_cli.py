@@ -64,6 +64,7 @@ def row_spec(data: dict, row: dict[str, str]) -> dict[str, Any]:
         "tp": int(row["tp"]),
         "pp": int(row["pp"]),
         "dp": int(row["dp"]),
+        "cp": int(row["cp"]),
     }
     grid = None if row["mapping"] == "cluster order" else [s.split() for s in row["mapping"].split(" | ")]
     spec["mapping"] = {"grid": grid, "allow_idle_gpus": int(row["idle_gpus"]) > 0}

@@ -87,6 +87,10 @@ def _collectives(draw: st.DrawFn) -> dict[str, Any]:
 @settings(max_examples=14, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(job=small_jobs())
 def test_folded_and_rank_by_rank_simulation_agree_on_drawn_jobs(tmp_path_factory, job):
+    assert_folding_holds(tmp_path_factory, job)
+
+
+def assert_folding_holds(tmp_path_factory, job: dict[str, Any]) -> None:  # noqa: ANN001 - pytest fixture
     try:
         spec = parse_spec(job)
     except FieldError:
@@ -98,3 +102,37 @@ def test_folded_and_rank_by_rank_simulation_agree_on_drawn_jobs(tmp_path_factory
         assume(False)
     folded, plain = simulate_both(root / "run")
     assert_same_simulation(folded, plain)
+
+
+@st.composite
+def modern_jobs(draw: st.DrawFn) -> dict[str, Any]:
+    """Jobs with the newer parallelisms: context parallelism (ring or all-gather), experts over EP
+    (all-to-all or all-gather dispatch, with imbalance), ZeRO stages and FSDP, TP overlap."""
+    job = draw(small_jobs())
+    par = job["parallelism"]
+    num_gpus = par["tp"] * par["pp"] * par["dp"]
+    cp = draw(st.sampled_from([c for c in (1, 2) if (num_gpus // (par["tp"] * par["pp"])) % c == 0]))
+    par["dp"] //= cp
+    par.update(cp=cp, global_batch_size=par["dp"] * draw(st.integers(1, 3)))
+    if cp > 1:
+        par["cp_comm"] = draw(st.sampled_from(["p2p", "all_gather"]))
+    if draw(st.booleans()):
+        job["model"]["activation"] = "swiglu"
+        job["model"]["moe"] = {"num_experts": 4, "top_k": 2, "expert_ffn_size": 1024}
+        if draw(st.booleans()):
+            job["model"]["moe"]["imbalance"] = 0.5
+        per_stage = par["tp"] * cp * par["dp"]
+        par["ep"] = draw(st.sampled_from([e for e in (1, 2, 4) if per_stage % e == 0]))
+        par["moe_token_dispatcher"] = draw(st.sampled_from(["alltoall", "allgather"]))
+        par["sequence_parallel"] = par["tp"] > 1
+    par["zero_stage"] = draw(st.sampled_from([0, 1, 2, 3]))
+    par.pop("distributed_optimizer")
+    par["tp_comm_overlap"] = par["sequence_parallel"] and draw(st.booleans())
+    par["overlap_p2p_comm"] = draw(st.booleans())
+    return job
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(job=modern_jobs())
+def test_folded_and_rank_by_rank_simulation_agree_on_drawn_moe_cp_zero_jobs(tmp_path_factory, job):
+    assert_folding_holds(tmp_path_factory, job)

@@ -9,6 +9,12 @@ from typing import Any
 from tests.conftest import TINY_MODEL, node_group
 
 SMALL_MODEL = {**TINY_MODEL, "num_layers": 4}
+# the same shape with four routed experts of 1024 (top-2) in every layer
+MOE_MODEL = {
+    **SMALL_MODEL,
+    "activation": "swiglu",
+    "moe": {"num_experts": 4, "top_k": 2, "expert_ffn_size": 1024},
+}
 
 
 def plan_data(search: dict[str, Any] | None = None, **sections: Any) -> dict[str, Any]:
@@ -39,4 +45,5 @@ NARROW = {
     "sequence_parallel": False,
     "recompute": "none",
     "distributed_optimizer": False,
+    "tp_comm_overlap": False,
 }

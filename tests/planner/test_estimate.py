@@ -12,7 +12,7 @@ from astra_hetero.planner.candidate import plan_spec
 from astra_hetero.planner.evaluate import simulate
 from astra_hetero.planner.pool import Walk
 from astra_hetero.planner.problem import problem_from_data
-from tests.planner.specs import NARROW, plan_data
+from tests.planner.specs import MOE_MODEL, NARROW, plan_data
 
 SETTINGS = {
     "ideal collectives": ({}, {"collectives": {"model": "ideal"}}),
@@ -27,6 +27,11 @@ SETTINGS = {
     ),
     "full recompute, sequence parallel": ({"recompute": "full", "sequence_parallel": True}, {}),
     "interleaved, micro-batch size 2": ({"virtual_stages": 2, "micro_batch_size": 2}, {}),
+    "context parallel ring": ({"cp": [2], "sequence_parallel": True}, {}),
+    "context parallel all-gather": ({"cp": [2], "cp_comm": "all_gather", "virtual_stages": [1]}, {}),
+    "experts over EP": ({"ep": [2, 4], "sequence_parallel": True}, {"model": MOE_MODEL}),
+    "TP overlap": ({"sequence_parallel": True, "tp_comm_overlap": True}, {}),
+    "ZeRO-2 and ZeRO-3": ({"zero_stage": [2, 3], "distributed_optimizer": True, "virtual_stages": [1]}, {}),
 }
 
 

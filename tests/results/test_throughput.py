@@ -120,3 +120,22 @@ def test_a_cut_down_iteration_states_no_throughput():
 def test_a_malformed_record_is_an_error_naming_the_field(bad):
     with pytest.raises(RunDirError, match="throughput"):
         with_throughput(pipeline_result(["h100-sxm"], [1e3]), {"throughput": bad})
+
+
+def test_moe_model_flops_count_the_experts_a_token_is_routed_to():
+    """Megatron-LM counts the MLP a token runs through: (top_k + shared) expert MLPs, not all of them."""
+    dense = ModelSpec.model_validate({"preset": "mixtral-8x7b", "moe": None})
+    moe = ModelSpec.model_validate({"preset": "mixtral-8x7b"})
+    routed = moe.moe.top_k * moe.moe.expert_ffn_size
+    as_dense = ModelSpec.model_validate({"preset": "mixtral-8x7b", "moe": None, "ffn_size": routed})
+    assert model_flops_per_token(moe) == pytest.approx(model_flops_per_token(as_dense), rel=1e-12)
+    assert model_flops_per_token(moe) != model_flops_per_token(dense)
+
+
+def test_mfu_is_measured_against_the_peak_of_the_compute_precision():
+    spec = parse_spec(small_spec())
+    fp8 = parse_spec({**small_spec(), "precision": {"compute": "fp8"}})
+    h100 = next(iter(throughput_record(spec)["gpus"].values()))
+    h100_fp8 = next(iter(throughput_record(fp8)["gpus"].values()))
+    assert throughput_record(fp8)["compute_precision"] == "fp8"
+    assert h100_fp8["peak_tflops"] == pytest.approx(2 * h100["peak_tflops"], rel=0.01)

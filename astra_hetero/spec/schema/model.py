@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from astra_hetero.spec.catalog import model_catalog
 from astra_hetero.spec.schema.base import Strict, _merge_preset
+from astra_hetero.spec.schema.moe import MoeSpec
 from astra_hetero.spec.types import (
     ModelDim,
     SmallCount,
@@ -60,11 +61,22 @@ class ModelSpec(Strict):
     attention_window: AttentionWindow | None = Field(
         None, description="sliding-window attention (None: every layer attends its whole causal past)"
     )
+    head_dim: ModelDim | None = Field(
+        None,
+        description="width of one attention head (kv_channels); None = hidden_size / num_heads. Qwen3 "
+        "and Gemma set it apart, so that num_heads · head_dim may differ from hidden_size",
+    )
+    moe: MoeSpec | None = Field(None, description="mixture of experts in place of every layer's MLP")
 
     @model_validator(mode="before")
     @classmethod
     def _preset(cls, data: Any) -> Any:
-        return _merge_preset(data, model_catalog(), "model")
+        merged = _merge_preset(data, model_catalog(), "model")
+        if isinstance(data, dict) and data.get("preset") is not None and isinstance(data.get("moe"), dict):
+            # a preset's MoE section is merged key by key: `moe: {imbalance: 0.3}` keeps its experts
+            preset_moe = vars(model_catalog()[merged["preset"]]).get("moe") or {}
+            merged = {**merged, "moe": {**preset_moe, **data["moe"]}}
+        return merged
 
     @model_validator(mode="after")
     def _positions(self) -> ModelSpec:
@@ -74,7 +86,7 @@ class ModelSpec(Strict):
 
     @model_validator(mode="after")
     def _shape(self) -> ModelSpec:
-        if self.hidden_size % self.num_heads:
+        if self.head_dim is None and self.hidden_size % self.num_heads:
             raise ValueError(
                 f"hidden_size {self.hidden_size} is not a multiple of num_heads {self.num_heads}"
             )
@@ -85,8 +97,9 @@ class ModelSpec(Strict):
         return self
 
     @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_heads
+    def head_width(self) -> int:
+        """Width of one head: `head_dim`, or hidden_size / num_heads when the spec leaves it out."""
+        return self.head_dim or self.hidden_size // self.num_heads
 
     def window_of(self, layer: int) -> int:
         """Keys a query of `layer` attends at most (0: its whole causal past)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -47,6 +47,105 @@ class ParallelismSpec(Strict):
         "says (FP32 unless it says bf16)",
     )
     allow_tp_across_nodes: bool = False
+    cp: Count = Field(
+        1,
+        description="context parallelism: each sequence split over cp GPUs (Megatron-core's ring "
+        "attention, load-balanced causal chunks); the CP ranks join the data-parallel gradient sync",
+    )
+    cp_comm: Literal["p2p", "all_gather"] = Field(
+        "p2p",
+        description="p2p: KV chunks passed around the CP ring, overlapped with the attention steps; "
+        "all_gather: KV all-gathered before attention (and dKV reduce-scattered after its backward)",
+    )
+    ep: Count = Field(
+        1, description="expert parallelism (MoE): experts split over ep GPUs, within the data-parallel ranks"
+    )
+    etp: Count | None = Field(None, description="expert tensor parallelism (MoE); None = tp")
+    moe_token_dispatcher: Literal["alltoall", "allgather"] = Field(
+        "alltoall",
+        description="MoE token dispatch: all-to-all over the EP group (dispatch and combine), or "
+        "all-gather of the tokens and reduce-scatter of the outputs (Megatron-core's two dispatchers)",
+    )
+    tp_comm_overlap: bool = Field(
+        False,
+        description="overlap TP all-gathers and reduce-scatters with the GEMMs that use them (Transformer "
+        "Engine userbuffers, as Megatron-core's --tp-comm-overlap); needs sequence_parallel",
+    )
+    overlap_p2p_comm: bool = Field(
+        True,
+        description="pipeline sends run beside the next compute; false: the rank waits for each send "
+        "before its next compute (Megatron-core's blocking batched send/recv)",
+    )
+    zero_stage: Literal[0, 1, 2, 3] | None = Field(
+        None,
+        description="sharded data parallelism: 1 = optimizer states (the same as distributed_optimizer), "
+        "2 = and gradients, 3 = and parameters (gathered per layer before use); None = from "
+        "distributed_optimizer / fsdp",
+    )
+    fsdp: bool = Field(
+        False, description="PyTorch FSDP: ZeRO-3 sharding with FSDP's prefetching (implies zero_stage 3)"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sharding(cls, data: Any) -> Any:
+        """zero_stage, fsdp and distributed_optimizer name one choice; fill in what the others imply
+        and reject what contradicts them (checked on what the user wrote, before defaults)."""
+        if not isinstance(data, dict):
+            return data
+        stage, fsdp, dist = data.get("zero_stage"), data.get("fsdp"), data.get("distributed_optimizer")
+        if fsdp is True:
+            if stage is not None and stage != 3:
+                raise ValueError(
+                    f"fsdp: true is ZeRO-3 (parameters sharded); it contradicts zero_stage {stage}"
+                )
+            stage = 3
+        if isinstance(stage, int) and not isinstance(stage, bool):
+            if stage == 0 and dist is True:
+                raise ValueError(
+                    "distributed_optimizer: true shards the optimizer states (ZeRO-1); it contradicts "
+                    "zero_stage 0"
+                )
+            if stage >= 1 and dist is False:
+                raise ValueError(
+                    f"zero_stage {stage} shards the optimizer states, which distributed_optimizer: false "
+                    "turns off; drop one of them"
+                )
+            data = {**data, "zero_stage": stage}
+            if stage >= 1:
+                data["distributed_optimizer"] = True
+        return data
+
+    @model_validator(mode="after")
+    def _options(self) -> ParallelismSpec:
+        if self.sharding_stage == 3:
+            if self.overlap_param_gather:
+                raise ValueError(
+                    "overlap_param_gather is the distributed optimizer's; ZeRO-3 gathers each layer's "
+                    "parameters before it runs (drop overlap_param_gather)"
+                )
+            if "overlap_grad_reduce" in self.model_fields_set and not self.overlap_grad_reduce:
+                raise ValueError(
+                    "ZeRO-3 reduce-scatters each layer's gradients as its backward ends; "
+                    "overlap_grad_reduce: false has no meaning there"
+                )
+        return self
+
+    @property
+    def sharding_stage(self) -> int:
+        """The ZeRO stage in effect: 0 plain data parallelism ... 3 parameters sharded."""
+        if self.zero_stage is not None:
+            return self.zero_stage
+        return 1 if self.distributed_optimizer else 0
+
+    @property
+    def expert_tp(self) -> int:
+        return self.etp or self.tp
+
+    @property
+    def model_parallel_cell(self) -> int:
+        """GPUs of one pipeline cell: the TP groups of a stage's CP ranks (tp · cp)."""
+        return self.tp * self.cp
 
 
 class MappingSpec(Strict):
@@ -64,6 +163,11 @@ class MappingSpec(Strict):
     )
     stages: list[str] | None = Field(None, description="shorthand: node group per stage")
     replicas: list[str] | None = Field(None, description="shorthand: node group per replica")
+    experts: list[str] | None = Field(
+        None,
+        description="MoE: node groups whose GPUs hold the experts; the other ranks of an EP group "
+        "send their tokens there and hold none (None: every rank holds num_experts / ep)",
+    )
     allow_idle_gpus: bool = Field(
         False,
         description="let tp·pp·dp use fewer GPUs than the cluster has; the GPUs no cell takes stay "
