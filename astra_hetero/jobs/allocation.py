@@ -16,6 +16,7 @@ from astra_hetero.errors import SpecError
 from astra_hetero.spec.devices import Device, enumerate_devices
 from astra_hetero.spec.schema.hardware import ClusterSpec
 from astra_hetero.spec.schema.jobs import JobSpec, NodeSlice, SharedClusterSpec
+from astra_hetero.spec.schema.parallelism import ParallelismSpec
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ def _free_nodes(
         )
     cells = _cells_per_group(cluster, i, job)
     if cells is None:  # cluster order: whole free nodes until the plan's GPUs are covered
-        need, taken = par.tp * par.pp * par.dp, []
+        need, taken = world_size(par), []
         for n in free:
             if sum(len(nodes[m]) for m in taken) >= need:
                 break
@@ -133,19 +134,19 @@ def _free_nodes(
         if have < need:
             raise SpecError(
                 f"jobs[{i}].parallelism",
-                f"job {job.name!r} needs tp·pp·dp = {par.tp}·{par.pp}·{par.dp} = {need} GPUs but the free "
-                f"nodes hold {have}{others}",
+                f"job {job.name!r} needs {world_text(par)} GPUs but the free nodes hold {have}{others}",
             )
         return [r for n in taken for r in nodes[n]]
     taken = []
     for name, count in cells.items():
         group = cluster.node_groups[cluster.group_names.index(name)]
-        want = math.ceil(count * par.tp / group.gpus_per_node)
+        want = math.ceil(count * par.model_parallel_cell / group.gpus_per_node)
         group_free = [n for n in free if devices[nodes[n][0]].group_name == name]
         if len(group_free) < want:
             raise SpecError(
                 f"jobs[{i}].mapping",
-                f"job {job.name!r} puts {count} cells of tp={par.tp} on node group {name!r}: {want} nodes, "
+                f"job {job.name!r} puts {count} cells of {par.model_parallel_cell} GPUs on node group "
+                f"{name!r}: {want} nodes, "
                 f"but {len(group_free)} of its nodes are free{others}",
             )
         taken += group_free[:want]
@@ -173,3 +174,15 @@ def _cells_per_group(cluster: ClusterSpec, i: int, job: JobSpec) -> dict[str, in
             )
         cells[name] = cells.get(name, 0) + 1
     return cells
+
+
+def world_size(par: ParallelismSpec) -> int:
+    """The GPUs a plan takes: tp · cp · pp · dp."""
+    return par.model_parallel_cell * par.pp * par.dp
+
+
+def world_text(par: ParallelismSpec) -> str:
+    """`tp·pp·dp = 4·1·2 = 8` (with cp where it is more than 1), as the spec's own checks write it."""
+    if par.cp > 1:
+        return f"tp·cp·pp·dp = {par.tp}·{par.cp}·{par.pp}·{par.dp} = {world_size(par)}"
+    return f"tp·pp·dp = {par.tp}·{par.pp}·{par.dp} = {world_size(par)}"

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from astra_hetero.dynamics.selection import check_dynamics
 from astra_hetero.errors import SpecError
+from astra_hetero.jobs.allocation import world_size, world_text
 from astra_hetero.jobs.specs import PlacedJob, job_errors, place_jobs
 from astra_hetero.spec.load import (
     check_consistency,
@@ -100,18 +101,17 @@ def check_shared(shared: SharedClusterSpec) -> list[PlacedJob]:
 def check_job(placed: PlacedJob) -> None:
     """The job's size against its GPUs, then the single-job spec's cross-section checks."""
     par, job = placed.job.parallelism, placed.job
-    world, have = par.tp * par.pp * par.dp, len(placed.ranks)
+    world, have = world_size(par), len(placed.ranks)
     if world > have:
         where = f"its nodes ({placed.where}.nodes)" if job.nodes is not None else "the nodes taken for it"
         raise SpecError(
             f"{placed.where}.parallelism",
-            f"job {job.name!r} needs tp·pp·dp = {par.tp}·{par.pp}·{par.dp} = {world} GPUs but {where} "
-            f"hold {have}",
+            f"job {job.name!r} needs {world_text(par)} GPUs but {where} hold {have}",
         )
     if world < have and not placed.spec.mapping.allow_idle_gpus:
         raise SpecError(
             f"{placed.where}.parallelism",
-            f"job {job.name!r} uses tp·pp·dp = {par.tp}·{par.pp}·{par.dp} = {world} of the {have} GPUs of "
+            f"job {job.name!r} uses {world_text(par)} of the {have} GPUs of "
             f"its nodes ({placed.where}.nodes); set {placed.where}.mapping.allow_idle_gpus to leave the "
             "rest idle",
         )
