@@ -39,6 +39,8 @@ KEY = "provenance"
 def tool_identity() -> dict[str, Any]:
     """astra-hetero's version, and its git commit (and whether the checkout has changes) when known."""
     commit = os.environ.get(COMMIT_ENV) or None
+    if commit == "unknown":  # what docker/Dockerfile sets when it was built without the commit
+        commit = None
     dirty: bool | None = None
     if commit is None:
         commit, dirty = _git_commit(Path(__file__).resolve().parent.parent)

@@ -99,5 +99,7 @@ LABEL org.opencontainers.image.title="astra-sim" \
       org.astra-hetero.component.spdlog="${SPDLOG_COMMIT}" \
       org.astra-hetero.component.yaml-cpp="${YAML_CPP_COMMIT}" \
       org.astra-hetero.base-image="${BASE_IMAGE}"
+# The same commits for programs inside the image (astra-hetero records them as provenance).
+ENV ASTRA_SIM_COMPONENTS="astra-sim=${ASTRA_SIM_COMMIT} chakra=${CHAKRA_COMMIT} astra-network-analytical=${NETWORK_ANALYTICAL_COMMIT} astra-network-ns3=${NETWORK_NS3_COMMIT} astra-memory-analytical=${MEMORY_ANALYTICAL_COMMIT} fmt=${FMT_COMMIT} spdlog=${SPDLOG_COMMIT} yaml-cpp=${YAML_CPP_COMMIT}"
 
 CMD ["ls", "-l", "/opt/astra-sim/bin"]
