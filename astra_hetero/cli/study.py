@@ -115,8 +115,8 @@ def study(args: argparse.Namespace) -> int:
 
         experiment_id, variant, items = expected
         checks = check_values(items, table_values(table.rows, list(table.columns)))
-        for line in check_lines(experiment_id, variant, checks):
-            console.print(line, highlight=False, markup=False)
+        console.file.flush()
+        print("\n".join(check_lines(experiment_id, variant, checks)), flush=True)  # unwrapped lines
         code = code or (0 if all(c.ok for c in checks) else 1)
     return code
 
