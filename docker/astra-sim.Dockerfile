@@ -31,12 +31,15 @@ RUN apt-get update -q \
 
 # Where the source lives: the path of ASTRA-sim's own image, which docker/Dockerfile expects.
 ARG ASTRA_SIM_ROOT=/app/astra-sim
-# yaml-cpp's source, relative to the build context; handed to CMake's FetchContent so it never downloads.
+# The ASTRA-sim tree, relative to the build context (build.sh sends it as src/, beside this file, so
+# that editing this file leaves the copied tree, and the compiled layers after it, cached).
+ARG SOURCE_DIR=.
+# yaml-cpp's source, relative to that tree; handed to CMake's FetchContent so it never downloads.
 ARG YAML_CPP_DIR=extern/helper/yaml-cpp
 # Parallel compile jobs; empty means one per CPU the build sees.
 ARG JOBS=
 
-COPY . ${ASTRA_SIM_ROOT}
+COPY ${SOURCE_DIR} ${ASTRA_SIM_ROOT}
 WORKDIR ${ASTRA_SIM_ROOT}
 
 RUN for f in CMakeLists.txt build/astra_analytical/CMakeLists.txt \

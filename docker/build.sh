@@ -108,8 +108,10 @@ done
 commit_args=()
 for kv in "${COMMITS[@]}"; do commit_args+=(--build-arg "$kv"); echo "build.sh: $kv"; done
 
-# The build context: the source tree without VCS data and earlier build outputs, with yaml-cpp and the
-# Dockerfile under .astra-hetero/ (streamed as a tar; the tree itself is left untouched).
+# The build context, streamed as a tar (the tree itself is left untouched): the Dockerfile at its root,
+# the source tree under src/ without VCS data and earlier build outputs, yaml-cpp under
+# src/.astra-hetero-yaml-cpp/. Only src/ is copied into the image, so a changed Dockerfile keeps the
+# compiled layers cached.
 re_escape() { printf '%s' "$1" | sed 's/[][\.*^$|]/\\&/g'; }
 ybase=$(basename "$YAML")
 context() {
@@ -117,17 +119,18 @@ context() {
       --exclude=./build/astra_analytical/build --exclude=./build/astra_ns3/build \
       --exclude=./extern/network_backend/ns-3/build --exclude=./extern/network_backend/ns-3/cmake-cache \
       --exclude=./extern/helper/yaml-cpp/build \
+      --transform "s|^\\./|src/|S" \
+      --transform "s|^$(re_escape "$ybase")\\(/\\|\$\\)|src/.astra-hetero-yaml-cpp\\1|S" \
+      --transform "s|^astra-sim\\.Dockerfile\$|Dockerfile|" \
       -C "$SRC" . \
-      --transform "s|^$(re_escape "$ybase")\\(/\\|\$\\)|.astra-hetero/yaml-cpp\\1|" \
-      --transform "s|^astra-sim\\.Dockerfile\$|.astra-hetero/Dockerfile|" \
       -C "$(dirname "$YAML")" --exclude="$ybase/build" "$ybase" \
       -C "$HERE" astra-sim.Dockerfile
 }
 
 start=$(date +%s)
 echo "build.sh: building astra-sim:$TAG from $SRC on $BASE (yaml-cpp from $YAML)"
-context | docker build -f .astra-hetero/Dockerfile -t "astra-sim:$TAG" \
-  --build-arg "BASE_IMAGE=$BASE" --build-arg YAML_CPP_DIR=.astra-hetero/yaml-cpp \
+context | docker build -f Dockerfile -t "astra-sim:$TAG" \
+  --build-arg "BASE_IMAGE=$BASE" --build-arg SOURCE_DIR=src --build-arg YAML_CPP_DIR=.astra-hetero-yaml-cpp \
   ${JOBS:+--build-arg "JOBS=$JOBS"} "${commit_args[@]}" ${net_args[@]+"${net_args[@]}"} -
 mid=$(date +%s)
 echo "build.sh: astra-sim:$TAG built in $(( (mid - start) / 60 )) min $(( (mid - start) % 60 )) s"
