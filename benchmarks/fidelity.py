@@ -170,6 +170,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", metavar="ID", help="evaluate only these rows")
     parser.add_argument("--approximate", action="store_true", help="run rows without fields unknown here")
     parser.add_argument("--keep", type=Path, help="keep the run directories here")
+    parser.add_argument(
+        "--check",
+        nargs="?",
+        const=ROOT / "examples/experiments.yaml",
+        type=Path,
+        metavar="EXPERIMENTS",
+        help="compare with experiment F1 of the experiments list (default examples/experiments.yaml): "
+        "PASS/FAIL per number, exit 1 on a failure",
+    )
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     rows = yaml.safe_load(args.runs.read_text())["runs"]
@@ -196,7 +205,29 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {row['id']}: {outcome.status} ({time.perf_counter() - start:.1f} s)", file=sys.stderr)
             outcomes.append(outcome)
     print(report(outcomes))
-    return 0
+    return check(outcomes, args.check) if args.check else 0
+
+
+CHECK_ID = "F1"  # this benchmark's entry in examples/experiments.yaml
+MAPE_POINT = "published performance runs"  # the row name its MAPE is listed under
+
+
+def check(outcomes: list[Outcome], experiments: Path) -> int:
+    """Each number experiment F1 lists (a row's predicted_s / error_pct, or the MAPE) against this run."""
+    from astra_hetero.studies.expectations import check_lines, check_values, load_experiments
+
+    entry = next((e for e in load_experiments(experiments).experiments if e.id == CHECK_ID), None)
+    if entry is None:
+        print(f"{experiments}: no experiment {CHECK_ID}", file=sys.stderr)
+        return 2
+    actual: dict[tuple[str, str], float | None] = {}
+    for o in outcomes:
+        actual[(o.row_id, "predicted_s")] = o.predicted_s
+        actual[(o.row_id, "error_pct")] = None if o.error is None else 100 * o.error
+    actual[(MAPE_POINT, "mape_pct")] = mape([o for o in outcomes if o.status == "ok"])
+    checks = check_values(entry.expected, actual)
+    print("\n".join(check_lines(CHECK_ID, "full", checks)))
+    return 0 if all(c.ok for c in checks) else 1
 
 
 if __name__ == "__main__":

@@ -69,7 +69,10 @@ class Variant(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     command: str
-    runtime_s: float = Field(gt=0, description="wall clock on a 2-core machine")
+    runtime_s: float | None = Field(
+        default=None, gt=0, description="wall clock on a 2-core machine; null where not measured (say why)"
+    )
+    runtime_note: str = ""
     expected: list[Expected] = Field(min_length=1)
 
 
