@@ -78,12 +78,17 @@ def build_run_dir(
     limits: WorkLimits | None = None,
     force: bool = False,
     draw: str | None = None,
+    per_rank: bool = False,
 ) -> rundir.RunDir:
     """Write the requested parts into `out`, published in one step with the old parts that still match
-    them (a workload and a topology built from the same cluster and network); old results are dropped."""
+    them (a workload and a topology built from the same cluster and network); old results are dropped.
+    `per_rank`: also write every rank's trace file (`workload/workload.<rank>.et`) beside the traces by
+    class (ASTRA-sim's backends write them on demand)."""
     _check_work(spec, limits or WorkLimits(), workload=workload, topology=topology)
     with run_dir_staging(out, force) as run:
-        build_into(run, spec, workload=workload, topology=topology, progress=progress, draw=draw)
+        build_into(
+            run, spec, workload=workload, topology=topology, progress=progress, draw=draw, per_rank=per_rank
+        )
     return rundir.RunDir(Path(out))
 
 
@@ -109,8 +114,10 @@ def build_into(
     topology: bool,
     progress: bool,
     draw: str | None = None,
+    per_rank: bool = False,
 ) -> None:
-    """`draw`: also draw the cluster, as that figure format (png, svg, pdf)."""
+    """`draw`: also draw the cluster, as that figure format (png, svg, pdf); `per_rank`: see
+    `build_run_dir`."""
     inputs = topology_inputs(spec)
     logger.info(
         "building %s%s%s",
@@ -119,7 +126,7 @@ def build_into(
         "the network" if topology else "",
     )
     if workload:
-        run.write("workload", inputs, lambda path: _write_workload(spec, path, progress))
+        run.write("workload", inputs, lambda path: _write_workload(spec, path, progress, per_rank))
     else:
         run.keep("workload", inputs)
     if topology:
@@ -128,7 +135,7 @@ def build_into(
         run.keep("topology", inputs, skip=_ns3_run_output)
 
 
-def _write_workload(spec: RunSpec, path: Path, progress: bool) -> None:
+def _write_workload(spec: RunSpec, path: Path, progress: bool, per_rank: bool = False) -> None:
     if _is_shared(spec):
         from astra_hetero.jobs.build import write_shared_workload
 
@@ -138,7 +145,7 @@ def _write_workload(spec: RunSpec, path: Path, progress: bool) -> None:
     from astra_hetero.workload.generate import write_workload
 
     with _progress_bar(spec.cluster.num_gpus, "writing traces", progress) as advance:
-        write_workload(spec, path, advance)
+        write_workload(spec, path, advance, per_rank)
     if spec.dynamics or spec.iterations > 1:
         from astra_hetero.dynamics.selection import dynamics_document
         from astra_hetero.topology import checked_graph

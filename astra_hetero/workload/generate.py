@@ -13,12 +13,20 @@ from astra_hetero import rundir
 from astra_hetero.chakra_io import write_trace
 from astra_hetero.comm.measured import copy_tables, table_records
 from astra_hetero.errors import InfeasiblePlan
+from astra_hetero.rank_classes import (
+    CLASS_DIR,
+    RankClassMap,
+    class_trace_name,
+    rank_traces,
+    write_class_map,
+)
 from astra_hetero.spec.catalog import gpu_catalog
 from astra_hetero.spec.devices import Device
 from astra_hetero.spec.schema import Spec
 from astra_hetero.workload.approximations import workload_approximations
 from astra_hetero.workload.blocks import DeviceBlocks, device_blocks
 from astra_hetero.workload.calibration import load_calibration
+from astra_hetero.workload.classes import ClassKey, bound_values, graph_roles
 from astra_hetero.workload.comm_groups import CommGroup, comm_groups
 from astra_hetero.workload.costs import (
     expert_parameters_on_rank,
@@ -225,6 +233,15 @@ def encoded_traces(plan: WorkloadPlan, progress: Progress | None = None) -> Iter
 def active_traces(plan: WorkloadPlan, progress: Progress | None = None) -> Iterator[tuple[int, bytes]]:
     """(rank, trace bytes) for every rank that serves a cell (`plan.bindings`), after checking the
     workload's invariants."""
+    classes = _class_graphs(plan)
+    for binding, ctx in zip(plan.bindings, plan.contexts, strict=True):
+        yield binding.rank, classes[ctx][0].encode(binding)
+        if progress:
+            progress(1)
+
+
+def _class_graphs(plan: WorkloadPlan) -> dict[RankContext, tuple[ClassEncoder, ClassSummary]]:
+    """Each distinct context's encoder and summary, after checking the whole workload's invariants."""
     classes: dict[RankContext, tuple[ClassEncoder, ClassSummary]] = {}
     for binding, ctx in zip(plan.bindings, plan.contexts, strict=True):
         if ctx not in classes:
@@ -236,10 +253,48 @@ def active_traces(plan: WorkloadPlan, progress: Progress | None = None) -> Itera
         [(b, classes[c][1]) for b, c in zip(plan.bindings, plan.contexts, strict=True)],
         {g.id: g.ranks for g in plan.groups},
     )
+    return classes
+
+
+def class_traces(plan: WorkloadPlan) -> tuple[RankClassMap, list[bytes]]:
+    """The workload as traces by class (`rank_classes`): the map and each class's trace, after
+    checking the whole workload's invariants; idle GPUs form a class of `idle_trace()`."""
+    encoders = _class_graphs(plan)
+    roles = {ctx: graph_roles(enc.graph) for ctx, (enc, _) in encoders.items()}
+    num_ranks = plan.layout.num_ranks
+    class_of = [-1] * num_ranks
+    groups: list[tuple[str, ...]] = [()] * num_ranks
+    peers: list[tuple[int, ...]] = [()] * num_ranks
+    index: dict[ClassKey | None, int] = {}
+    reps: list[int] = []
+    data: list[bytes] = []
     for binding, ctx in zip(plan.bindings, plan.contexts, strict=True):
-        yield binding.rank, classes[ctx][0].encode(binding)
-        if progress:
-            progress(1)
+        rank = binding.rank
+        groups[rank], peers[rank], pattern = bound_values(roles[ctx], binding)
+        key = ClassKey(ctx, pattern)
+        k = index.get(key)
+        if k is None:
+            k = index[key] = len(reps)
+            reps.append(rank)
+            data.append(encoders[ctx][0].encode(binding))
+        class_of[rank] = k
+    if plan.layout.idle_ranks:
+        k = len(reps)
+        reps.append(plan.layout.idle_ranks[0])
+        data.append(idle_trace())
+        for rank in plan.layout.idle_ranks:
+            class_of[rank] = k
+    # classes numbered by their first rank, so that the map reads in rank order
+    order = sorted(range(len(reps)), key=lambda c: reps[c])
+    renumber = {old: new for new, old in enumerate(order)}
+    classes = RankClassMap(
+        tuple(class_trace_name(k) for k in range(len(reps))),
+        tuple(reps[c] for c in order),
+        tuple(renumber[c] for c in class_of),
+        tuple(groups),
+        tuple(peers),
+    )
+    return classes, [data[c] for c in order]
 
 
 # One rank computing for longer than this per iteration (about 116 days) means a GPU described far
@@ -377,12 +432,24 @@ def rank_entry(spec: Spec, device: Device, place: Placement | None, partition: P
     return entry
 
 
-def write_workload(spec: Spec, staging: Path, progress: Progress | None = None) -> WorkloadPlan:
-    """Build, check and write spec.yaml, manifest.json and workload/ into `staging`."""
+def write_workload(
+    spec: Spec, staging: Path, progress: Progress | None = None, per_rank: bool = False
+) -> WorkloadPlan:
+    """Build, check and write spec.yaml, manifest.json and workload/ into `staging`: the traces by
+    class (`rank_classes`), and with `per_rank` also every rank's `workload.<rank>.et` from them."""
     plan = plan_workload(spec)
-    (staging / rundir.WORKLOAD_DIR).mkdir(parents=True, exist_ok=True)
-    for rank, data in encoded_traces(plan, progress):
-        write_trace(staging / f"{rundir.WORKLOAD_PREFIX}.{rank}.et", [data])
+    classes, data = class_traces(plan)
+    (staging / CLASS_DIR).mkdir(parents=True, exist_ok=True)
+    for name, trace in zip(classes.traces, data, strict=True):
+        write_trace(staging / name, [trace])
+    write_class_map(staging, classes)
+    if per_rank:
+        for rank, trace in rank_traces(staging, classes):
+            write_trace(staging / f"{rundir.WORKLOAD_PREFIX}.{rank}.et", [trace])
+            if progress:
+                progress(1)
+    elif progress:
+        progress(plan.layout.num_ranks)
     copy_tables(spec.collectives.nccl_tests, staging)
     (staging / rundir.COMM_GROUPS).write_text(json.dumps({g.id: list(g.ranks) for g in plan.groups}) + "\n")
     (staging / rundir.MANIFEST).write_text(json.dumps(manifest(plan), indent=1) + "\n")

@@ -21,7 +21,7 @@ import numpy as np
 
 from astra_hetero.backends.embedded.folding.comm import FoldedComm
 from astra_hetero.backends.embedded.folding.quotient import FoldedNetwork, Splits, fold_network
-from astra_hetero.backends.embedded.folding.shapes import TraceShapes, read_shapes
+from astra_hetero.backends.embedded.folding.shapes import TraceShapes, class_shapes, read_shapes
 from astra_hetero.backends.embedded.folding.symmetry import RankClasses, rank_classes
 from astra_hetero.backends.embedded.network.phases import CommPlanner
 from astra_hetero.backends.embedded.network.planners import comm_planner
@@ -50,10 +50,17 @@ def fold(
     """Classes and folded communication for `sim`; `rank_keys` (one per rank) separates ranks that
     the files alone would treat alike (a per-rank perturbation), `link_keys` (bundle of `router` ->
     key) bundles alike (a timed change of some links)."""
-    shapes = read_shapes(sim.trace_paths, sim.num_ranks, workers, sim.roofline)
-    for rank in range(sim.num_ranks):
-        trace = shapes.shapes[shapes.shape_of[rank]].trace
-        check_compute_times(trace, sim.trace_paths[rank], sim.is_idle(rank), sim.system_file)
+    if sim.classes is not None:
+        shapes = class_shapes(sim.trace_paths, sim.classes, sim.roofline)
+    else:
+        shapes = read_shapes(sim.trace_paths, sim.num_ranks, workers, sim.roofline)
+    checked = set()
+    for rank in range(sim.num_ranks):  # each shape once per idle flag: the rest would repeat the check
+        key = (shapes.shape_of[rank], sim.is_idle(rank))
+        if key not in checked:
+            checked.add(key)
+            trace = shapes.shapes[key[0]].trace
+            check_compute_times(trace, sim.trace_paths[rank], key[1], sim.system_file)
     if not _consistent(sim, shapes):
         return None
     keys: list[Hashable] = [
@@ -94,10 +101,15 @@ def _representative(sim: SimInput, shapes: TraceShapes, rank: int) -> RankTrace:
 
 def _consistent(sim: SimInput, shapes: TraceShapes) -> bool:
     """Every pg_name is a group holding its rank, and sends and recvs pair up (one numpy pass)."""
+    member_sets: dict[str, frozenset[int]] = {}
     for rank, names in enumerate(shapes.groups):
         for name in names:
-            members = sim.groups.get(name)
-            if members is None or rank not in members:
+            members = member_sets.get(name)
+            if members is None:
+                if name not in sim.groups:
+                    return False
+                members = member_sets[name] = frozenset(sim.groups[name])
+            if rank not in members:
                 return False
     sends, recvs = [], []
     for rank in range(sim.num_ranks):
