@@ -82,14 +82,7 @@ def has_class_map(root: Path) -> bool:
 
 
 def write_class_map(root: Path, classes: RankClassMap) -> None:
-    # one rank per line keeps the file readable and diffable; no indentation inside
-    doc = classes.document()
-    head = {k: v for k, v in doc.items() if k not in ("groups", "peers")}
-    lines = [json.dumps(head)[:-1]]
-    for key in ("groups", "peers"):
-        rows = ",\n".join(json.dumps(row, separators=(",", ":")) for row in doc[key])
-        lines.append(f', "{key}": [\n{rows}\n]')
-    (Path(root) / CLASS_MAP).write_text("".join(lines) + "}\n")
+    (Path(root) / CLASS_MAP).write_text(json.dumps(classes.document(), separators=(",", ":")) + "\n")
 
 
 def read_class_map(root: Path, num_ranks: int | None = None) -> RankClassMap:

@@ -4,7 +4,7 @@ Ranks with equal `RankContext`s run the same class graph; bound to a rank, its c
 rank's groups and its sends and recvs the rank's peers. A rank's values listed first use first (the
 order the embedded engine and `rank_classes.RankTraceWriter` use) line up position by position with
 another rank's only if the two coincide in the same way (two roles naming one group on one rank but
-two on the other would shift positions), so a class is (context, how its role values coincide).
+two on the other would shift positions), so a class is (context, how its role values coincide): `bound_values` gives the latter.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from astra_hetero.workload.encode import RankBinding
-from astra_hetero.workload.program import COLL, RECV, SEND, RankContext, RankGraph
+from astra_hetero.workload.program import COLL, RECV, SEND, RankGraph
 
 
 @dataclass(frozen=True)
@@ -47,9 +47,3 @@ def _first_use(values: list) -> tuple[tuple, tuple[int, ...]]:
     index: dict = {}
     pattern = tuple(index.setdefault(v, len(index)) for v in values)
     return tuple(index), pattern
-
-
-@dataclass(frozen=True)
-class ClassKey:
-    context: RankContext
-    pattern: tuple

@@ -26,7 +26,7 @@ from astra_hetero.spec.schema import Spec
 from astra_hetero.workload.approximations import workload_approximations
 from astra_hetero.workload.blocks import DeviceBlocks, device_blocks
 from astra_hetero.workload.calibration import load_calibration
-from astra_hetero.workload.classes import ClassKey, bound_values, graph_roles
+from astra_hetero.workload.classes import bound_values, graph_roles
 from astra_hetero.workload.comm_groups import CommGroup, comm_groups
 from astra_hetero.workload.costs import (
     expert_parameters_on_rank,
@@ -91,7 +91,7 @@ def plan_workload(spec: Spec) -> WorkloadPlan:
         for rank in group.ranks:
             of_rank[rank].append(group)
     active = layout.active_ranks
-    contexts = [_context(spec, layout, partition, of_rank[r], blocks, r, placement) for r in active]
+    contexts = _contexts(spec, layout, partition, of_rank, blocks, active, placement)
     bindings = [_binding(spec, layout, of_rank[r], r) for r in active]
     return WorkloadPlan(spec, layout, partition, groups, contexts, bindings, memory)
 
@@ -128,6 +128,38 @@ def timed_blocks(
         )
         for key, (cost, shape) in costs.items()
     }
+
+
+def _contexts(
+    spec: Spec,
+    layout: Layout,
+    partition: Partition,
+    of_rank: list[list[CommGroup]],
+    blocks: dict[str, DeviceBlocks],
+    active: Iterable[int],
+    placement: ExpertPlacement | None,
+) -> list[RankContext]:
+    """Each active rank's context; equal contexts are one object (hashing a context hashes its timed
+    blocks, so classes are found by identity). A context depends on the rank only through what the
+    memo key holds: its stage, its replica's micro-batches, its blocks and its groups' kinds and sizes."""
+    memo: dict[tuple, RankContext] = {}
+    canonical: dict[RankContext, RankContext] = {}
+    out = []
+    for rank in active:
+        place = layout.placement(rank)
+        key = (
+            place.stage,
+            partition.micro_batches_per_replica[place.replica],
+            block_key(layout.devices[rank], placement),
+            (placement.hosts, placement.holds(rank)) if placement is not None else None,
+            tuple((g.kind, len(g.ranks)) for g in of_rank[rank]),
+        )
+        ctx = memo.get(key)
+        if ctx is None:
+            ctx = _context(spec, layout, partition, of_rank[rank], blocks, rank, placement)
+            ctx = memo[key] = canonical.setdefault(ctx, ctx)
+        out.append(ctx)
+    return out
 
 
 def _binding(spec: Spec, layout: Layout, groups: list[CommGroup], rank: int) -> RankBinding:
@@ -235,22 +267,23 @@ def active_traces(plan: WorkloadPlan, progress: Progress | None = None) -> Itera
     workload's invariants."""
     classes = _class_graphs(plan)
     for binding, ctx in zip(plan.bindings, plan.contexts, strict=True):
-        yield binding.rank, classes[ctx][0].encode(binding)
+        yield binding.rank, classes[id(ctx)][0].encode(binding)
         if progress:
             progress(1)
 
 
-def _class_graphs(plan: WorkloadPlan) -> dict[RankContext, tuple[ClassEncoder, ClassSummary]]:
-    """Each distinct context's encoder and summary, after checking the whole workload's invariants."""
-    classes: dict[RankContext, tuple[ClassEncoder, ClassSummary]] = {}
+def _class_graphs(plan: WorkloadPlan) -> dict[int, tuple[ClassEncoder, ClassSummary]]:
+    """Each distinct context's encoder and summary (by the context's id: equal contexts are one object,
+    `_contexts`), after checking the whole workload's invariants."""
+    classes: dict[int, tuple[ClassEncoder, ClassSummary]] = {}
     for binding, ctx in zip(plan.bindings, plan.contexts, strict=True):
-        if ctx not in classes:
+        if id(ctx) not in classes:
             graph = class_graph(plan, ctx)
             rank = binding.rank
             check_magnitudes(graph, plan.layout.devices[rank].group_index, rank)
-            classes[ctx] = (ClassEncoder(graph), summarize(graph))
+            classes[id(ctx)] = (ClassEncoder(graph), summarize(graph))
     check_bound(
-        [(b, classes[c][1]) for b, c in zip(plan.bindings, plan.contexts, strict=True)],
+        [(b, classes[id(c)][1]) for b, c in zip(plan.bindings, plan.contexts, strict=True)],
         {g.id: g.ranks for g in plan.groups},
     )
     return classes
@@ -260,23 +293,23 @@ def class_traces(plan: WorkloadPlan) -> tuple[RankClassMap, list[bytes]]:
     """The workload as traces by class (`rank_classes`): the map and each class's trace, after
     checking the whole workload's invariants; idle GPUs form a class of `idle_trace()`."""
     encoders = _class_graphs(plan)
-    roles = {ctx: graph_roles(enc.graph) for ctx, (enc, _) in encoders.items()}
+    roles = {key: graph_roles(enc.graph) for key, (enc, _) in encoders.items()}
     num_ranks = plan.layout.num_ranks
     class_of = [-1] * num_ranks
     groups: list[tuple[str, ...]] = [()] * num_ranks
     peers: list[tuple[int, ...]] = [()] * num_ranks
-    index: dict[ClassKey | None, int] = {}
+    index: dict[tuple[int, tuple], int] = {}
     reps: list[int] = []
     data: list[bytes] = []
     for binding, ctx in zip(plan.bindings, plan.contexts, strict=True):
         rank = binding.rank
-        groups[rank], peers[rank], pattern = bound_values(roles[ctx], binding)
-        key = ClassKey(ctx, pattern)
+        groups[rank], peers[rank], pattern = bound_values(roles[id(ctx)], binding)
+        key = (id(ctx), pattern)  # a class: one context, its role values coinciding alike
         k = index.get(key)
         if k is None:
             k = index[key] = len(reps)
             reps.append(rank)
-            data.append(encoders[ctx][0].encode(binding))
+            data.append(encoders[id(ctx)][0].encode(binding))
         class_of[rank] = k
     if plan.layout.idle_ranks:
         k = len(reps)
@@ -452,6 +485,17 @@ def write_workload(
         progress(plan.layout.num_ranks)
     copy_tables(spec.collectives.nccl_tests, staging)
     (staging / rundir.COMM_GROUPS).write_text(json.dumps({g.id: list(g.ranks) for g in plan.groups}) + "\n")
-    (staging / rundir.MANIFEST).write_text(json.dumps(manifest(plan), indent=1) + "\n")
+    (staging / rundir.MANIFEST).write_text(manifest_text(manifest(plan)))
     rundir.write_spec(staging, spec.model_dump(mode="json"))
     return plan
+
+
+# Past this many ranks the manifest is written compactly: indented JSON goes through the json module's
+# pure-Python encoder, seconds for 100,000 ranks; compact JSON through its C encoder.
+READABLE_MANIFEST_RANKS = 4096
+
+
+def manifest_text(document: dict[str, Any]) -> str:
+    if len(document.get("ranks", ())) <= READABLE_MANIFEST_RANKS:
+        return json.dumps(document, indent=1) + "\n"
+    return json.dumps(document, separators=(",", ":")) + "\n"
