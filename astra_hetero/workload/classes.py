@@ -4,7 +4,8 @@ Ranks with equal `RankContext`s run the same class graph; bound to a rank, its c
 rank's groups and its sends and recvs the rank's peers. A rank's values listed first use first (the
 order the embedded engine and `rank_classes.RankTraceWriter` use) line up position by position with
 another rank's only if the two coincide in the same way (two roles naming one group on one rank but
-two on the other would shift positions), so a class is (context, how its role values coincide): `bound_values` gives the latter.
+two on the other would shift positions), so a class is (context, how its role values coincide);
+`bound_values` gives the latter.
 """
 
 from __future__ import annotations
