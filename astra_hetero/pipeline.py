@@ -84,7 +84,7 @@ def build_run_dir(
     them (a workload and a topology built from the same cluster and network); old results are dropped.
     `per_rank`: also write every rank's trace file (`workload/workload.<rank>.et`) beside the traces by
     class (ASTRA-sim's backends write them on demand)."""
-    _check_work(spec, limits or WorkLimits(), workload=workload, topology=topology)
+    _check_work(spec, limits or WorkLimits(), workload=workload, topology=topology, per_rank=per_rank)
     with run_dir_staging(out, force) as run:
         build_into(
             run, spec, workload=workload, topology=topology, progress=progress, draw=draw, per_rank=per_rank
@@ -92,13 +92,16 @@ def build_run_dir(
     return rundir.RunDir(Path(out))
 
 
-def _check_work(spec: RunSpec, limits: WorkLimits, *, workload: bool = True, topology: bool = True) -> None:
+def _check_work(
+    spec: RunSpec, limits: WorkLimits, *, workload: bool = True, topology: bool = True, per_rank: bool = False
+) -> None:
+    """`per_rank`: the traces will be written (or simulated) rank by rank, not by class."""
     if _is_shared(spec):
         from astra_hetero.jobs.build import check_shared_work
 
         check_shared_work(spec, limits, workload=workload, topology=topology)  # type: ignore[arg-type]
     else:
-        check_work(spec, limits, workload=workload, topology=topology)  # type: ignore[arg-type]
+        check_work(spec, limits, workload=workload, topology=topology, per_rank=per_rank)  # type: ignore[arg-type]
 
 
 def _is_shared(spec: RunSpec) -> bool:
@@ -187,7 +190,9 @@ def run_spec(
     """Build `spec` into the run directory `out` and simulate it; inputs and result are published
     together, so `out` never holds inputs without their result (or a result beside other inputs)."""
     _check_timeline(timeline)
-    _check_work(spec, limits or WorkLimits())
+    # ASTRA-sim's backends read a trace per rank; the embedded engine rank by rank (--no-fold) too
+    per_rank = backend != "embedded" or backend_options.get("fold") is False
+    _check_work(spec, limits or WorkLimits(), per_rank=per_rank)
     with run_dir_staging(out, force) as run:
         build_into(run, spec, workload=True, topology=True, progress=progress)
         return _simulate(run, backend, timeline, backend_options)
