@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import networkx as nx
+import numpy as np
 
 from astra_hetero import rundir
 from astra_hetero.spec.schema import Spec
@@ -83,27 +84,41 @@ def max_latency_ns(graph: nx.Graph, same_local_only: bool) -> float:
 
     One source GPU per (group, local index) suffices: the shapes built here treat all nodes of a group
     alike. With `same_local_only`, only pairs with the same index in their domain count (dimension 1).
+    Each source's last hops to every GPU are taken as arrays (131,072 GPUs, eight sources).
     """
     gpus = gpu_ids(graph)
     # one copy of the switch graph plus an "origin" node whose edges are re-pointed per source
     probe = nx.Graph(graph.subgraph(n for n, role in graph.nodes(data="role") if role != "gpu"))
     sources = {}
-    for gpu in gpus:
+    domain = np.empty(len(gpus), dtype=np.int64)
+    domain_local = np.empty(len(gpus), dtype=np.int64)
+    last_hop, last_gpu, last_ns = [], [], []  # every (switch, GPU) link
+    for i, gpu in enumerate(gpus):
         attrs = graph.nodes[gpu]
         sources.setdefault((attrs["group"], attrs["local"]), gpu)
+        domain[i], domain_local[i] = attrs["domain"], attrs["domain_local"]
+        for n, edge in graph.adj[gpu].items():
+            last_hop.append(n)
+            last_gpu.append(i)
+            last_ns.append(edge["latency_ns"])
+    hops, owner, hop_ns = np.array(last_hop), np.array(last_gpu), np.array(last_ns, dtype=float)
+    order = np.argsort(owner, kind="stable")
+    hops, owner, hop_ns = hops[order], owner[order], hop_ns[order]
+    starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
     worst = 0.0
+    index = {gpu: i for i, gpu in enumerate(gpus)}
     for source in sources.values():
         src = graph.nodes[source]
         start = {n: graph.edges[source, n]["latency_ns"] for n in graph.neighbors(source)}
         dist = _multi_source_latency(probe, start)
-        for gpu in gpus:
-            dst = graph.nodes[gpu]
-            if dst["domain"] == src["domain"] or (
-                same_local_only and dst["domain_local"] != src["domain_local"]
-            ):
-                continue
-            reach = [dist[n] + graph.edges[n, gpu]["latency_ns"] for n in graph.neighbors(gpu) if n in dist]
-            worst = max(worst, min(reach))
+        reach = np.array([dist.get(n, np.inf) for n in hops.tolist()]) + hop_ns
+        best = np.minimum.reduceat(reach, starts)  # per GPU with links, in GPU order
+        targets = owner[starts]
+        keep = (domain[targets] != domain[index[source]]) & np.isfinite(best)
+        if same_local_only:
+            keep &= domain_local[targets] == src["domain_local"]
+        if keep.any():
+            worst = max(worst, float(best[keep].max()))
     return worst
 
 
