@@ -79,12 +79,12 @@ def scale_out_gbps(graph: nx.Graph, across_spines: bool) -> float:
     )
 
 
-def max_latency_ns(graph: nx.Graph, same_local_only: bool) -> float:
-    """Worst one-way latency between GPUs of different nodes (scale-up domains), through switches only.
+def max_latencies_ns(graph: nx.Graph) -> tuple[float, float]:
+    """Worst one-way latency between GPUs of different nodes (scale-up domains), through switches
+    only: over all pairs, and over pairs with the same index in their domain (dimension 1).
 
     One source GPU per (group, local index) suffices: the shapes built here treat all nodes of a group
-    alike. With `same_local_only`, only pairs with the same index in their domain count (dimension 1).
-    Each source's last hops to every GPU are taken as arrays (131,072 GPUs, eight sources).
+    alike. Each source's last hops to every GPU are taken as arrays (131,072 GPUs, eight sources).
     """
     gpus = gpu_ids(graph)
     # one copy of the switch graph plus an "origin" node whose edges are re-pointed per source
@@ -105,7 +105,7 @@ def max_latency_ns(graph: nx.Graph, same_local_only: bool) -> float:
     order = np.argsort(owner, kind="stable")
     hops, owner, hop_ns = hops[order], owner[order], hop_ns[order]
     starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
-    worst = 0.0
+    worst, worst_local = 0.0, 0.0
     index = {gpu: i for i, gpu in enumerate(gpus)}
     for source in sources.values():
         src = graph.nodes[source]
@@ -115,11 +115,12 @@ def max_latency_ns(graph: nx.Graph, same_local_only: bool) -> float:
         best = np.minimum.reduceat(reach, starts)  # per GPU with links, in GPU order
         targets = owner[starts]
         keep = (domain[targets] != domain[index[source]]) & np.isfinite(best)
-        if same_local_only:
-            keep &= domain_local[targets] == src["domain_local"]
+        local = keep & (domain_local[targets] == src["domain_local"])
         if keep.any():
             worst = max(worst, float(best[keep].max()))
-    return worst
+        if local.any():
+            worst_local = max(worst_local, float(best[local].max()))
+    return worst, worst_local
 
 
 def _multi_source_latency(probe: nx.Graph, start: dict[int, float]) -> dict[int, float]:
@@ -155,7 +156,8 @@ def analytical_networks(spec: Spec, graph: nx.Graph) -> tuple[AnalyticalNetwork,
         notes.append("a single node (or scale-up domain): one dimension, its switch fabric.")
         return AnalyticalNetwork((one,), tuple(notes)), AnalyticalNetwork((one,), tuple(notes))
     flat_bw = gbps_to_gbytes_per_s(scale_out_gbps(graph, across_spines=True))
-    flat = Dimension("Switch", num_gpus, flat_bw, max_latency_ns(graph, same_local_only=False) / 2)
+    latency_ns, local_latency_ns = max_latencies_ns(graph)
+    flat = Dimension("Switch", num_gpus, flat_bw, latency_ns / 2)
     flat_notes = (
         *notes,
         "one dimension: every pair at the scale-out bottleneck (intra-node traffic at NIC speed)"
@@ -172,7 +174,7 @@ def analytical_networks(spec: Spec, graph: nx.Graph) -> tuple[AnalyticalNetwork,
         return AnalyticalNetwork((flat,), fallback), AnalyticalNetwork((flat,), flat_notes)
     rail = spec.network.topology == "rail_optimized"
     inter_bw = gbps_to_gbytes_per_s(scale_out_gbps(graph, across_spines=not rail))
-    inter = Dimension("Switch", num_nodes, inter_bw, max_latency_ns(graph, same_local_only=True) / 2)
+    inter = Dimension("Switch", num_nodes, inter_bw, local_latency_ns / 2)
     intra = Dimension("Switch", per_node.pop(), fabric_bw, fabric_latency)
     if rail:
         where = " (same rail: no spine crossed)."

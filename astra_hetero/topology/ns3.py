@@ -114,7 +114,7 @@ def _ordered_edges(graph: nx.Graph) -> list[tuple[int, int, dict]]:
     return edges
 
 
-def topology_text(graph: nx.Graph, network: NetworkSpec) -> str:
+def topology_text(graph: nx.Graph, network: NetworkSpec, edges: list | None = None) -> str:
     """ns-3's topology file: node, switch and link counts, the switch ids, then a line per link.
     Formatted directly (a template loop costs seconds for the 400,000 links of 131,072 GPUs); each
     distinct rate and delay is formatted once."""
@@ -124,7 +124,7 @@ def topology_text(graph: nx.Graph, network: NetworkSpec) -> str:
     error_rate = _number(network.ns3.link_error_rate)
     suffixes: dict[tuple[float, float], str] = {}
     lines = []
-    for u, v, attrs in _ordered_edges(graph):
+    for u, v, attrs in edges if edges is not None else _ordered_edges(graph):
         key = (attrs["rate_gbps"], attrs["latency_ns"])
         suffix = suffixes.get(key)
         if suffix is None:
@@ -170,10 +170,10 @@ def config_text(graph: nx.Graph, network: NetworkSpec) -> str:
     )
 
 
-def link_kinds_text(graph: nx.Graph) -> str:
+def link_kinds_text(graph: nx.Graph, edges: list | None = None) -> str:
     """The kind of every topology.txt link, line by line: the embedded engine's NCCL model prices a
-    link by its kind (ns-3 reads rates and delays only)."""
-    kinds = [attrs["kind"] for _, _, attrs in _ordered_edges(graph)]
+    link by its kind (ns-3 reads rates and delays only). `edges`: `_ordered_edges(graph)` if known."""
+    kinds = [attrs["kind"] for _, _, attrs in (edges if edges is not None else _ordered_edges(graph))]
     return json.dumps({"format": "astra-hetero/link-kinds@1", "kinds": kinds}) + "\n"
 
 
@@ -186,12 +186,13 @@ def trace_text(graph: nx.Graph, network: NetworkSpec) -> str:
 def write_ns3(graph: nx.Graph, network: NetworkSpec, root: Path) -> None:
     """Write the ns-3 inputs under `root` (a staging run directory)."""
     (root / rundir.NS3_DIR).mkdir(parents=True, exist_ok=True)
+    edges = _ordered_edges(graph)
     files = {
-        rundir.NS3_TOPOLOGY: topology_text(graph, network),
+        rundir.NS3_TOPOLOGY: topology_text(graph, network, edges),
         rundir.NS3_CONFIG: config_text(graph, network),
         NS3_FLOW: "0\n",
         NS3_TRACE: trace_text(graph, network),
-        rundir.NS3_LINK_KINDS: link_kinds_text(graph),
+        rundir.NS3_LINK_KINDS: link_kinds_text(graph, edges),
         rundir.NS3_LOGICAL_TOPOLOGY: json.dumps({"logical-dims": [str(len(gpu_ids(graph)))]}, indent=4)
         + "\n",
     }
