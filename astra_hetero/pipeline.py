@@ -258,21 +258,18 @@ def _simulate(
         manifest = rundir.read_json_object(path / rundir.MANIFEST, "run `astra-hetero generate` first")
         stated = with_throughput(output.result, manifest, str(run.root / rundir.MANIFEST))
         stated = with_job_throughput(stated, manifest)
-        output = _with_workload_notes(path, dataclasses.replace(output, result=stated))
+        output = _with_workload_notes(path, dataclasses.replace(output, result=stated), manifest)
         return _write_result(path, run.root, output, timeline)
 
     return run.write("result", inputs, write)
 
 
-def _with_workload_notes(path: Path, output: RunOutput) -> RunOutput:
-    """The result with the workload's approximations (manifest.json) among its warnings, whichever
-    backend ran it."""
-    manifest = path / rundir.MANIFEST
-    if not manifest.is_file():
-        return output
-    notes = rundir.read_json_object(manifest, "regenerate the run directory").get("approximations") or []
+def _with_workload_notes(path: Path, output: RunOutput, manifest: dict[str, Any]) -> RunOutput:
+    """The result with the workload's approximations (`manifest`, read from path/manifest.json) among
+    its warnings, whichever backend ran it."""
+    notes = manifest.get("approximations") or []
     if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
-        raise RunDirError(f"{manifest}: approximations must be a list of strings")
+        raise RunDirError(f"{path / rundir.MANIFEST}: approximations must be a list of strings")
     warnings = tuple(APPROXIMATION + n for n in notes if APPROXIMATION + n not in output.result.warnings)
     if not warnings:
         return output

@@ -19,6 +19,7 @@ leaf/rail oversubscription wherever the traffic of a dimension crosses the spine
 
 from __future__ import annotations
 
+import heapq
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,8 +88,7 @@ def max_latencies_ns(graph: nx.Graph) -> tuple[float, float]:
     alike. Each source's last hops to every GPU are taken as arrays (131,072 GPUs, eight sources).
     """
     gpus = gpu_ids(graph)
-    # one copy of the switch graph plus an "origin" node whose edges are re-pointed per source
-    probe = nx.Graph(graph.subgraph(n for n, role in graph.nodes(data="role") if role != "gpu"))
+    is_gpu = {n: role == "gpu" for n, role in graph.nodes(data="role")}
     sources = {}
     domain = np.empty(len(gpus), dtype=np.int64)
     domain_local = np.empty(len(gpus), dtype=np.int64)
@@ -109,8 +109,7 @@ def max_latencies_ns(graph: nx.Graph) -> tuple[float, float]:
     index = {gpu: i for i, gpu in enumerate(gpus)}
     for source in sources.values():
         src = graph.nodes[source]
-        start = {n: graph.edges[source, n]["latency_ns"] for n in graph.neighbors(source)}
-        dist = _multi_source_latency(probe, start)
+        dist = _switch_latencies(graph, source, is_gpu)
         reach = np.array([dist.get(n, np.inf) for n in hops.tolist()]) + hop_ns
         best = np.minimum.reduceat(reach, starts)  # per GPU with links, in GPU order
         targets = owner[starts]
@@ -123,16 +122,21 @@ def max_latencies_ns(graph: nx.Graph) -> tuple[float, float]:
     return worst, worst_local
 
 
-def _multi_source_latency(probe: nx.Graph, start: dict[int, float]) -> dict[int, float]:
-    """Latency from a GPU (its first hops given in `start`) to every switch of `probe`."""
-    probe.add_node("origin")
-    for node, latency in start.items():
-        probe.add_edge("origin", node, latency_ns=latency)
-    try:
-        dist = nx.single_source_dijkstra_path_length(probe, "origin", weight="latency_ns")
-    finally:
-        probe.remove_node("origin")
-    dist.pop("origin")
+def _switch_latencies(graph: nx.Graph, source: int, is_gpu: dict[int, bool]) -> dict[int, float]:
+    """Latency from the GPU `source` to every switch it reaches through switches only (Dijkstra over
+    the graph as it is: hosts never forward, so no GPU is entered)."""
+    adj = graph.adj
+    heap = [(attrs["latency_ns"], n) for n, attrs in adj[source].items() if not is_gpu[n]]
+    heapq.heapify(heap)
+    dist: dict[int, float] = {}
+    while heap:
+        d, node = heapq.heappop(heap)
+        if node in dist:
+            continue
+        dist[node] = d
+        for other, attrs in adj[node].items():
+            if other not in dist and not is_gpu[other]:
+                heapq.heappush(heap, (d + attrs["latency_ns"], other))
     return dist
 
 

@@ -361,8 +361,9 @@ MANIFEST_FORMAT = "astra-hetero/manifest@1"
 
 def manifest(plan: WorkloadPlan) -> dict[str, Any]:
     spec, layout, partition = plan.spec, plan.layout, plan.partition
+    chunks = [partition.chunk_ranges(stage) for stage in range(partition.num_stages)]
     ranks = [
-        rank_entry(spec, device, place, partition)
+        rank_entry(spec, device, place, partition, chunks[place.stage] if place is not None else None)
         for device, place in zip(layout.devices, layout.placements, strict=True)
     ]
     groups = {g.id: group_entry(g) for g in plan.groups}
@@ -426,8 +427,15 @@ def plan_fields(plan: WorkloadPlan) -> dict[str, Any]:
     }
 
 
-def rank_entry(spec: Spec, device: Device, place: Placement | None, partition: Partition) -> dict[str, Any]:
-    """A rank's manifest entry; an idle GPU has `idle: true` and null stage, replica and TP index."""
+def rank_entry(
+    spec: Spec,
+    device: Device,
+    place: Placement | None,
+    partition: Partition,
+    chunk_ranges: tuple[tuple[int, int], ...] | None = None,
+) -> dict[str, Any]:
+    """A rank's manifest entry; an idle GPU has `idle: true` and null stage, replica and TP index.
+    `chunk_ranges`: `partition.chunk_ranges(place.stage)`, if the caller has it."""
     entry: dict[str, Any] = {
         "rank": device.rank,
         "node": device.node,
@@ -449,16 +457,17 @@ def rank_entry(spec: Spec, device: Device, place: Placement | None, partition: P
         "idle": place is None,
     }
     if place is not None:
+        ranges = chunk_ranges if chunk_ranges is not None else partition.chunk_ranges(place.stage)
         entry.update(
             stage=place.stage,
             replica=place.replica,
             tp_index=place.tp_index,
             cp_index=place.cp_index,
-            layers=list(partition.layer_range(place.stage)),
+            layers=[ranges[0][0], ranges[-1][1]],  # partition.layer_range
             # model chunks (virtual pipeline stages) of this rank: [first layer, one past the last]
             chunks=[
                 {"chunk": c, "virtual_stage": c * spec.parallelism.pp + place.stage, "layers": list(r)}
-                for c, r in enumerate(partition.chunk_ranges(place.stage))
+                for c, r in enumerate(ranges)
             ],
             num_micro_batches=partition.micro_batches_per_replica[place.replica],
         )
