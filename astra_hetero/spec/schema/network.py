@@ -78,7 +78,8 @@ class NetworkSpec(Strict):
         "rate and delay as ns-3's packets and ACKs use it (from ns3/config.txt); dcqcn = ns3_packets with "
         "DCQCN simulated as a fluid (rates, ECN-marking queues, PFC; parameters from ns3/config.txt); "
         "auto = that fluid model on links where rates step down or leaves are oversubscribed, the flow "
-        "model elsewhere; or a number: that share of every link's rate (e.g. calibrated from short ns-3 runs)",
+        "model elsewhere; or a number: that share of every link's rate (e.g. calibrated from short ns-3 "
+        "runs)",
     )
     step_down_efficiency: Efficiency = Field(
         1.0,

@@ -60,7 +60,9 @@ class Engine(HostLane):
         self.groups, self.sizes = self.w.groups, self.w.sizes
         self.group_keys, self.group_expected = comm.group_keys, comm.group_expected
         self.coll_types = self.w.coll_types
-        self.net: FlowNetwork | DcqcnNetwork = network if network is not None else FlowNetwork(comm.capacities)
+        self.net: FlowNetwork | DcqcnNetwork = (
+            network if network is not None else FlowNetwork(comm.capacities)
+        )
         self.fluid = network is not None
         self.flow_type = FluidFlow if self.fluid else Flow
         self.net_wake = NEVER_NS  # the fluid network's step last scheduled

@@ -84,10 +84,27 @@ class FluidLink:
 class _Sub:
     """One sub-flow: a queue pair with its own reaction point (RC, RT, α, stage, timer) and bytes."""
 
-    __slots__ = ("flow", "levels", "links", "remaining", "rc", "rt", "line", "alpha", "stage",
-                 "timer_at", "first_cnp", "credit", "ready", "x", "done_at")
+    __slots__ = (
+        "flow",
+        "levels",
+        "links",
+        "remaining",
+        "rc",
+        "rt",
+        "line",
+        "alpha",
+        "stage",
+        "timer_at",
+        "first_cnp",
+        "credit",
+        "ready",
+        "x",
+        "done_at",
+    )
 
-    def __init__(self, flow: FluidFlow, links: list[tuple[int, float]], levels, num_bytes: float, line: float):
+    def __init__(
+        self, flow: FluidFlow, links: list[tuple[int, float]], levels, num_bytes: float, line: float
+    ):
         self.flow = flow
         self.links = links
         self.levels = levels  # [(level, [(link, weight, arrival weight)])] in path order
@@ -105,8 +122,9 @@ class FluidFlow(Flow):
 
     __slots__ = ("paths", "subs", "done_at")
 
-    def __init__(self, links: tuple[tuple[int, float], ...], num_bytes: float, owner: object,
-                 solo_rate: float = 0.0) -> None:
+    def __init__(
+        self, links: tuple[tuple[int, float], ...], num_bytes: float, owner: object, solo_rate: float = 0.0
+    ) -> None:
         super().__init__(links, num_bytes, owner, solo_rate)
         self.paths: tuple[tuple[tuple[int, float], ...], ...] = ()
         self.subs: list[_Sub] = []
@@ -121,8 +139,13 @@ class DcqcnNetwork:
     is now known), plus `wakeup_ns`, the next instant the model must be stepped (`step`).
     `link_of`: plan link id (bundle) -> engine link, for folded runs (paths are in bundle ids)."""
 
-    def __init__(self, capacities: list[float], links: list[FluidLink], params: DcqcnParams,
-                 link_of: dict[int, int] | None = None) -> None:
+    def __init__(
+        self,
+        capacities: list[float],
+        links: list[FluidLink],
+        params: DcqcnParams,
+        link_of: dict[int, int] | None = None,
+    ) -> None:
         if len(links) < len(capacities):  # links past the described ones (background caps): host-like
             links = [*links, *[FluidLink(False, -1.0)] * (len(capacities) - len(links))]
         self.capacity = list(capacities)
@@ -184,7 +207,7 @@ class DcqcnNetwork:
         return self._settle(now)
 
     def stats(self) -> dict[str, int]:
-        """Steps taken, rate cuts made and PFC pauses started (per engine link: a folded class counts once)."""
+        """Steps taken, rate cuts made and PFC pauses started (a folded class counts once)."""
         return {"steps": self.num_steps, "rate_cuts": self.num_cuts, "pfc_pauses": self.pfc_pauses}
 
     def _sub_links(self, flow: FluidFlow) -> list[tuple[list[tuple[int, float]], dict[int, float]]]:
@@ -284,8 +307,11 @@ class DcqcnNetwork:
         rates, and plan the next wakeup."""
         finished: list[Flow] = []
         ended = [
-            sub for sub in self.subs
-            if sub.done_at == NEVER_NS and sub.x and sub.remaining <= sub.x * 0.5 + _EPS * max(1.0, sub.remaining)
+            sub
+            for sub in self.subs
+            if sub.done_at == NEVER_NS
+            and sub.x
+            and sub.remaining <= sub.x * 0.5 + _EPS * max(1.0, sub.remaining)
         ]
         for sub in ended:
             sub.remaining = 0.0
@@ -305,8 +331,10 @@ class DcqcnNetwork:
     def _drain_ns(self, sub: _Sub) -> int:
         total = 0.0
         for _, hops in sub.levels:
-            total += max(self.queue[link] / self.capacity[link] if self.capacity[link] > 0 else 0.0
-                         for link, _, _ in hops)
+            total += max(
+                self.queue[link] / self.capacity[link] if self.capacity[link] > 0 else 0.0
+                for link, _, _ in hops
+            )
         return max(0, _ceil(total))
 
     def _rates(self) -> None:
@@ -349,7 +377,13 @@ class DcqcnNetwork:
         """Arrival per link with each sub-flow shaped by the links before it on its path (a link with
         a queue, or overloaded, passes C/A of what arrives); returns each sub-flow's share of the
         queue-less links it crosses (hosts' links: how fast it can inject)."""
-        arrival, capacity, queue, links, users = self.arrival, self.capacity, self.queue, self.links, self.users
+        arrival, capacity, queue, links, users = (
+            self.arrival,
+            self.capacity,
+            self.queue,
+            self.links,
+            self.users,
+        )
         for link in range(len(arrival)):
             arrival[link] = 0.0
         for u in users:

@@ -58,8 +58,14 @@ def fluid_link_set(topo: Topology) -> set[int]:
             chosen.add(k)
             continue
         if height[dst] > height[src]:
-            below = sum(topo.link_bytes_per_ns[j] for j in into[src] if height[topo.link_src[j]] < height[src])
-            above = sum(topo.link_bytes_per_ns[j] for j in topo.out_links[src] if height[topo.link_dst[j]] > height[src])
+            below = sum(
+                topo.link_bytes_per_ns[j] for j in into[src] if height[topo.link_src[j]] < height[src]
+            )
+            above = sum(
+                topo.link_bytes_per_ns[j]
+                for j in topo.out_links[src]
+                if height[topo.link_dst[j]] > height[src]
+            )
             if below > above * (1 + 1e-9):
                 chosen.add(k)
     return chosen

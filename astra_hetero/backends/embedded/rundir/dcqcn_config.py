@@ -16,8 +16,17 @@ from pathlib import Path
 
 from astra_hetero.errors import RunDirError
 
-_RATE_UNITS = {"": 1.0, "b/s": 1.0, "bps": 1.0, "kb/s": 1e3, "kbps": 1e3, "mb/s": 1e6, "mbps": 1e6,
-               "gb/s": 1e9, "gbps": 1e9}
+_RATE_UNITS = {
+    "": 1.0,
+    "b/s": 1.0,
+    "bps": 1.0,
+    "kb/s": 1e3,
+    "kbps": 1e3,
+    "mb/s": 1e6,
+    "mbps": 1e6,
+    "gb/s": 1e9,
+    "gbps": 1e9,
+}
 _RATE = re.compile(r"^([0-9.eE+-]+)\s*([A-Za-z/]*)$")
 
 
@@ -77,7 +86,9 @@ def read_dcqcn_config(path: Path) -> DcqcnParams:
             raise RunDirError(f"{path}: {key} must be a number, not {values[key]!r}") from None
         bad = value <= 0 if positive else value < 0
         if bad:
-            raise RunDirError(f"{path}: {key} must be {'positive' if positive else 'non-negative'}, not {value:g}")
+            raise RunDirError(
+                f"{path}: {key} must be {'positive' if positive else 'non-negative'}, not {value:g}"
+            )
         return value
 
     def rate(key: str) -> float:
@@ -94,7 +105,9 @@ def read_dcqcn_config(path: Path) -> DcqcnParams:
         return bits / 8e9
 
     if get("CC_MODE") != "1":
-        raise RunDirError(f"{path}: CC_MODE {values['CC_MODE']} is not DCQCN (1); link_model dcqcn models DCQCN only")
+        raise RunDirError(
+            f"{path}: CC_MODE {values['CC_MODE']} is not DCQCN (1); link_model dcqcn models DCQCN only"
+        )
     gain = number("EWMA_GAIN")
     if gain > 1:
         raise RunDirError(f"{path}: EWMA_GAIN must be in (0, 1], not {gain:g}")
@@ -107,7 +120,9 @@ def read_dcqcn_config(path: Path) -> DcqcnParams:
     }
     for r, e in ecn.items():
         if e.kmin_bytes > e.kmax_bytes or not 0 <= e.pmax <= 1:
-            raise RunDirError(f"{path}: ECN thresholds at {r / 1e9:g} Gbit/s need KMIN <= KMAX and 0 <= PMAX <= 1")
+            raise RunDirError(
+                f"{path}: ECN thresholds at {r / 1e9:g} Gbit/s need KMIN <= KMAX and 0 <= PMAX <= 1"
+            )
     fast = number("FAST_RECOVERY_TIMES", positive=False)
     return DcqcnParams(
         alpha_resume_interval_ns=number("ALPHA_RESUME_INTERVAL") * 1e3,
