@@ -237,7 +237,7 @@ def test_malformed_values_are_refused_by_key(tmp_path: Path, change, words):
 STUDY = Path(__file__).resolve().parents[2] / "examples/studies/packet_fidelity.yaml"
 
 
-def study_cluster(tmp_path: Path, link_model: str, **network) -> Path:
+def study_cluster(tmp_path: Path, link_model: str, dynamics: list | None = None) -> Path:
     """Study 4's 8-GPU cluster (an H100 node at 400G, an A100 node at 100G, 2:1 spine) cut to one
     micro-batch: its gradient all-reduce steps down from 400G onto the A100s' NICs."""
     import yaml
@@ -246,7 +246,9 @@ def study_cluster(tmp_path: Path, link_model: str, **network) -> Path:
     from astra_hetero.spec import parse_spec
 
     base = yaml.safe_load(STUDY.read_text())["base"]
-    base["network"] = {**base["network"], "link_model": link_model, **network}
+    base["network"] = {**base["network"], "link_model": link_model}
+    if dynamics:
+        base["dynamics"] = dynamics
     base["scope"] = {"layers_per_stage": 1, "micro_batches_per_replica": 1}
     base["parallelism"] = {**base["parallelism"], "global_batch_size": 2}
     return build_run_dir(parse_spec(base), tmp_path / link_model).root
@@ -275,3 +277,77 @@ def test_dcqcn_refuses_a_calibrated_step_down_efficiency():
         NetworkSpec(link_model="dcqcn", step_down_efficiency=0.66)
     with pytest.raises(ValidationError, match="dcqcn.enabled"):
         NetworkSpec(link_model="auto", dcqcn={"enabled": False})
+
+
+def test_dcqcn_with_dynamics_events_folds_exactly(tmp_path):
+    """Two iterations with a NIC slowed for a while and background traffic onto the A100 node: the
+    dynamic engine runs the fluid model too, folded or rank by rank alike."""
+    from astra_hetero.backends.embedded.backend import EmbeddedBackend
+
+    events = [
+        {
+            "event": "link_rate",
+            "node_group": "a100",
+            "node": 0,
+            "kind": "nic",
+            "factor": 0.5,
+            "start_ms": 0.5,
+            "end_ms": 3,
+        },
+        {
+            "event": "background_traffic",
+            "from": {"node_group": "h100", "node": 0},
+            "to": {"node_group": "a100", "node": 0},
+            "gbps": 50,
+            "start_ms": 1,
+            "end_ms": 6,
+        },
+    ]
+    root = study_cluster(tmp_path, "dcqcn", dynamics=events)
+    folded = EmbeddedBackend(timeline=False, iterations=2).run(root).result
+    plain = EmbeddedBackend(timeline=False, iterations=2, fold=False).run(root).result
+    assert folded.iteration_time_us == plain.iteration_time_us
+    assert folded.meta["dcqcn"]["rate_cuts"] > 0 and folded.meta["iterations"] == 2
+
+
+def test_auto_takes_the_fluid_model_only_where_rates_step_down_or_leaves_are_oversubscribed(tmp_path):
+    from astra_hetero.backends.embedded.network.fluid_links import fluid_link_set, heights
+    from astra_hetero.backends.embedded.rundir.topology import read_topology
+
+    topo = read_topology(study_cluster(tmp_path, "auto") / "ns3/topology.txt")
+    height = heights(topo)
+    gbps = [round(r * 8) for r in topo.link_bytes_per_ns]
+    chosen = fluid_link_set(topo)
+    down_to_100g = {
+        k
+        for k in range(topo.num_links)
+        if height[topo.link_src[k]] == 2 and gbps[k] == 100 and height[topo.link_dst[k]] == 1
+    }  # leaf -> the A100s' 100G NICs
+    h100_leaf = {
+        topo.link_dst[k] for k in range(topo.num_links) if gbps[k] == 400 and height[topo.link_src[k]] == 1
+    }
+    uplinks = {  # the H100 leaf's: 4 x 400G NICs below, 2 x 400G spines above (the A100 leaf's are not)
+        k for k in range(topo.num_links) if topo.link_src[k] in h100_leaf and height[topo.link_dst[k]] == 3
+    }
+    assert down_to_100g and uplinks and chosen == down_to_100g | uplinks
+
+
+def test_auto_on_a_fabric_without_step_downs_is_the_flow_model(tmp_path):
+    import yaml
+
+    from astra_hetero.backends.embedded.backend import EmbeddedBackend
+    from astra_hetero.pipeline import build_run_dir
+    from astra_hetero.spec import parse_spec
+
+    base = yaml.safe_load(STUDY.read_text())["base"]
+    base["cluster"]["node_groups"][1] = {**base["cluster"]["node_groups"][0], "name": "h100b"}
+    base["mapping"] = {"replicas": ["h100", "h100b"]}
+    base["scope"] = {"layers_per_stage": 1, "micro_batches_per_replica": 1}
+    base["parallelism"] = {**base["parallelism"], "global_batch_size": 2}
+    results = {}
+    for model in ("auto", "ns3_packets"):
+        base["network"] = {"topology": "spine_leaf", "nodes_per_leaf": 1, "link_model": model}
+        root = build_run_dir(parse_spec(base), tmp_path / model).root
+        results[model] = EmbeddedBackend(timeline=False).run(root).result
+    assert results["auto"].iteration_time_us == results["ns3_packets"].iteration_time_us
+    assert "dcqcn" not in results["auto"].meta

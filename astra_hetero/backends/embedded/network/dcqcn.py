@@ -178,9 +178,7 @@ class DcqcnNetwork:
             by_level: dict[float, list[tuple[int, float, float]]] = {}
             for link, w in links:
                 by_level.setdefault(self.links[link].level, []).append((link, w, w * spread[link]))
-            caps = [(link, w) for link, w in links if not self.links[link].queued] or links
-            line = min(self.capacity[link] / w for link, w in caps)
-            sub = _Sub(flow, links, sorted(by_level.items()), flow.remaining, line)
+            sub = _Sub(flow, links, sorted(by_level.items()), flow.remaining, self._line(links))
             flow.subs.append(sub)
             self.subs[sub] = None
         return self._settle(now)
@@ -201,10 +199,25 @@ class DcqcnNetwork:
         return self._settle(now)
 
     def set_capacities(self, capacities: dict[int, float], now: int) -> list[Flow]:
+        """A timed link-rate change: a sender's line rate follows its own link's; one whose link was
+        down starts again at line rate, one left below it resumes its increase timer."""
         self._advance(now)
         for link, capacity in capacities.items():
             self.capacity[link] = capacity
+        for sub in self.subs:
+            line = self._line(sub.links)
+            if sub.rc <= 0 < line:
+                sub.rc = sub.rt = line
+            sub.line, sub.rc, sub.rt = line, min(sub.rc, line), min(sub.rt, line)
+            if sub.rc < line and sub.timer_at == NEVER_NS:
+                sub.timer_at = now + round(self.p.rp_timer_ns)
         return self._settle(now)
+
+    def _line(self, links: list[tuple[int, float]]) -> float:
+        """A sender's line rate: its share of its first, queue-less links (its host's)."""
+        first = min(self.links[link].level for link, _ in links)
+        caps = [(k, w) for k, w in links if not self.links[k].queued and self.links[k].level == first] or links
+        return min(self.capacity[link] / w for link, w in caps)
 
     def stats(self) -> dict[str, int]:
         """Steps taken, rate cuts made and PFC pauses started (a folded class counts once)."""

@@ -42,19 +42,21 @@ def heights(topo: Topology) -> list[int]:
 
 
 def fluid_link_set(topo: Topology) -> set[int]:
-    """The directed links `link_model: auto` gives the fluid model: out of a switch that some link
-    into it is faster than (a rate step-down), or up from a switch whose links from below carry more
-    than its links upwards (an oversubscribed leaf)."""
+    """The directed links `link_model: auto` gives the fluid model: out of a switch where one sender
+    can arrive faster than the link runs (a rate step-down: a 100G NIC behind 400G spines, not a 400G
+    NIC behind a bundled 800G uplink that only 400G senders feed), or up from a switch whose links
+    from below carry more than its links upwards (an oversubscribed leaf)."""
     height = heights(topo)
     into: dict[int, list[int]] = {}
     for k in range(topo.num_links):
         into.setdefault(topo.link_dst[k], []).append(k)
+    feed = _fastest_sender(topo, into)
     chosen = set()
     for k in range(topo.num_links):
         src, dst, rate = topo.link_src[k], topo.link_dst[k], topo.link_bytes_per_ns[k]
         if not topo.is_switch[src]:
             continue
-        if any(topo.link_bytes_per_ns[j] > rate * (1 + 1e-9) and topo.link_src[j] != dst for j in into[src]):
+        if any(feed[j] > rate * (1 + 1e-9) for j in into[src] if topo.link_src[j] != dst):
             chosen.add(k)
             continue
         if height[dst] > height[src]:
@@ -69,6 +71,26 @@ def fluid_link_set(topo: Topology) -> set[int]:
             if below > above * (1 + 1e-9):
                 chosen.add(k)
     return chosen
+
+
+def _fastest_sender(topo: Topology, into: dict[int, list[int]]) -> list[float]:
+    """Per directed link, the fastest single sender that can cross it: a host's own rate, capped by
+    each link on the way (a fixpoint over the links into each link's source)."""
+    feed = [
+        rate if not topo.is_switch[topo.link_src[k]] else 0.0 for k, rate in enumerate(topo.link_bytes_per_ns)
+    ]
+    changed = True
+    while changed:
+        changed = False
+        for k in range(topo.num_links):
+            src, dst = topo.link_src[k], topo.link_dst[k]
+            if not topo.is_switch[src]:
+                continue
+            best = max((feed[j] for j in into.get(src, ()) if topo.link_src[j] != dst), default=0.0)
+            value = min(topo.link_bytes_per_ns[k], best)
+            if value > feed[k]:
+                feed[k], changed = value, True
+    return feed
 
 
 def directed_fluid_links(
@@ -127,9 +149,10 @@ def bundle_members(bundle_of: Sequence[int], num_bundles: int) -> list[list[int]
 def fluid_network(
     inputs: DcqcnInputs, capacities: Sequence[float], router: Router, link_class: Mapping[int, int] | None
 ) -> DcqcnNetwork | None:
-    """The DCQCN network over the engine's links: bundles of `router`, or the folded link classes
-    (`link_class`: bundle -> class); None when `auto` finds no link for the fluid model (the flow
-    model then runs alone)."""
+    """The DCQCN network over the engine's links: bundles of `router`, or what `link_class` maps them
+    to (bundle -> engine link: folded link classes); None when `auto` finds no link for the fluid
+    model (the flow model then runs alone). Engine links past the mapped ones (background flows' caps)
+    are queue-less."""
     topo = inputs.file_topology
     fluid = fluid_link_set(topo) if inputs.mode == "auto" else None
     if fluid is not None and not fluid:
