@@ -215,8 +215,9 @@ class DcqcnNetwork:
 
     def _line(self, links: list[tuple[int, float]]) -> float:
         """A sender's line rate: its share of its first, queue-less links (its host's)."""
-        first = min(self.links[link].level for link, _ in links)
-        caps = [(k, w) for k, w in links if not self.links[k].queued and self.links[k].level == first] or links
+        spec = self.links
+        first = min(spec[link].level for link, _ in links)
+        caps = [(k, w) for k, w in links if not spec[k].queued and spec[k].level == first] or links
         return min(self.capacity[link] / w for link, w in caps)
 
     def stats(self) -> dict[str, int]:
