@@ -181,9 +181,8 @@ def main() -> int:
             + " ".join(f"{ratios[m]:20.4f}" for m in models)
             + f" {dcqcn_ms:11.3f} {cpu_ratios[-1]:15.2f} {wall:14.1f} {pauses:11.0f}"
         )
-    print(
-        f"DCQCN fluid model CPU over the flow model: {min(cpu_ratios):.2f}-{max(cpu_ratios):.2f}x (target <= 10x)"
-    )
+    low, high = min(cpu_ratios), max(cpu_ratios)
+    print(f"DCQCN fluid model CPU over the flow model: {low:.2f}-{high:.2f}x (target <= 10x)")
     if args.embedded_only:
         return 0
     for simulator, gap in worst.items():
