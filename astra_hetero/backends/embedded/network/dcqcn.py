@@ -167,6 +167,9 @@ class DcqcnNetwork:
         self._levels = sorted({link.level for link in links})
         self._gain_per_ns = math.log1p(-params.ewma_gain) / params.alpha_resume_interval_ns
         self._tick = max(1, round(params.rate_decrease_interval_ns))
+        self._by_level: list[list[tuple[_Sub, list[tuple[int, float, float]]]]] | None = []
+        self._used: list[int] = []
+        self._used_queues: list[int] = []  # queues some sub-flow crosses (others stay as they are)
 
     # --- the flow model's interface ----------------------------------------------------------------
     def add(self, flow: Flow, now: int) -> list[Flow]:
@@ -181,12 +184,14 @@ class DcqcnNetwork:
             sub = _Sub(flow, links, sorted(by_level.items()), flow.remaining, self._line(links))
             flow.subs.append(sub)
             self.subs[sub] = None
+        self._by_level = None
         return self._settle(now)
 
     def remove(self, flow: Flow, now: int) -> list[Flow]:
         self._advance(now)
         for sub in flow.subs:  # type: ignore[attr-defined]
             self.subs.pop(sub, None)
+        self._by_level = None
         return self._settle(now)
 
     def step(self, now: int) -> list[Flow]:
@@ -261,9 +266,10 @@ class DcqcnNetwork:
             return
         p, queue, capacity, links = self.p, self.queue, self.capacity, self.links
         old_q = list(queue)
-        for link, arrival in enumerate(self.arrival):
-            if links[link].queued and (arrival or queue[link]):
-                q = queue[link] + (arrival - capacity[link]) * dt
+        arrival = self.arrival
+        for link in self._used_queues:
+            if arrival[link] or queue[link]:
+                q = queue[link] + (arrival[link] - capacity[link]) * dt
                 queue[link] = min(max(q, 0.0), max(links[link].pfc, old_q[link]))
         decay = math.exp(self._gain_per_ns * dt)
         alpha_packets = p.alpha_resume_interval_ns / p.payload_bytes
@@ -338,6 +344,7 @@ class DcqcnNetwork:
                 finished.append(flow)
         for sub in ended:
             self.subs.pop(sub)
+            self._by_level = None
         self._rates()
         self._plan(now)
         return finished
@@ -352,80 +359,92 @@ class DcqcnNetwork:
         return max(0, _ceil(total))
 
     def _rates(self) -> None:
+        """Each sub-flow's injection: its RC, held to its share of its host's (queue-less) links and,
+        where PFC pauses a queue, to what that queue drains."""
         self.num_recomputes += 1
-        active = list(self.subs)
-        for sub in active:
+        if self._by_level is None:
+            self._structure()
+        for sub in self.subs:
             sub.x = sub.rc
-        host = self._shape(active)  # a host's link shared among the flows it sends
-        for sub in active:
-            sub.x = sub.rc * host.get(sub, 1.0)
-        self._shape(active)
+        for sub, share in self._shape().items():  # a host's link shared among the flows it sends
+            sub.x = sub.rc * share
         throttle = self._pfc()
         if throttle:
             for sub, share in throttle.items():
                 sub.x *= share
-            self._shape(active)
+            self._shape()
+
+    def _structure(self) -> None:
+        """Which sub-flows cross which links, level by level (rebuilt when sub-flows come or go)."""
+        arrival, users = self.arrival, self.users
+        for link in range(len(arrival)):
+            arrival[link] = 0.0
+        for u in users:
+            u.clear()
+        per_level: dict[float, list[tuple[_Sub, list[tuple[int, float, float]]]]] = {}
+        used: dict[int, None] = {}
+        for sub in self.subs:
+            for level, hops in sub.levels:
+                per_level.setdefault(level, []).append((sub, hops))
+                for link, _, w in hops:
+                    users[link][sub] = w
+                    used[link] = None
+        self._by_level = [per_level[level] for level in sorted(per_level)]
+        self._used = list(used)
+        queue = self.queue  # queues still draining stay, with no arrival
+        self._used_queues = [
+            k for k, spec in enumerate(self.links) if spec.queued and (k in used or queue[k] > 0)
+        ]
 
     def _pfc(self) -> dict[_Sub, float]:
         """Links whose queue is at the pause threshold and still filling hold their senders back to
         what they drain; each pause that starts is counted."""
-        links, capacity, queue, users = self.links, self.capacity, self.queue, self.users
+        links, capacity, queue, users, arrival = (
+            self.links,
+            self.capacity,
+            self.queue,
+            self.users,
+            self.arrival,
+        )
         throttle: dict[_Sub, float] = {}
-        for link, arrival in enumerate(self.arrival):
+        for link in self._used_queues:
             spec = links[link]
-            if not spec.queued:
-                continue
             full = queue[link] >= spec.pfc * (1 - 1e-6)
-            if full and arrival > capacity[link] * (1 + _EPS):
+            if full and arrival[link] > capacity[link] * (1 + _EPS):
                 if not self.paused[link]:
                     self.paused[link] = True
                     self.pfc_pauses += 1
-                share = capacity[link] / arrival
+                share = capacity[link] / arrival[link]
                 for sub in users[link]:
                     throttle[sub] = min(throttle.get(sub, 1.0), share)
             elif not full:
                 self.paused[link] = False
         return throttle
 
-    def _shape(self, active: list[_Sub]) -> dict[_Sub, float]:
+    def _shape(self) -> dict[_Sub, float]:
         """Arrival per link with each sub-flow shaped by the links before it on its path (a link with
         a queue, or overloaded, passes C/A of what arrives); returns each sub-flow's share of the
         queue-less links it crosses (hosts' links: how fast it can inject)."""
-        arrival, capacity, queue, links, users = (
-            self.arrival,
-            self.capacity,
-            self.queue,
-            self.links,
-            self.users,
-        )
-        for link in range(len(arrival)):
+        arrival, capacity, queue, links = self.arrival, self.capacity, self.queue, self.links
+        for link in self._used:
             arrival[link] = 0.0
-        for u in users:
-            u.clear()
-        per_level: dict[float, list[tuple[_Sub, list[tuple[int, float]]]]] = {}
-        for sub in active:
-            for level, hops in sub.levels:
-                per_level.setdefault(level, []).append((sub, hops))
-        factor = {sub: sub.x for sub in active}
+        factor = {sub: sub.x for sub in self.subs}
         share_of: dict[_Sub, float] = {}
-        for level in self._levels:
-            entries = per_level.get(level)
-            if not entries:
-                continue
+        for entries in self._by_level:  # type: ignore[union-attr]
             for sub, hops in entries:
                 rate = factor[sub]
                 for link, _, w in hops:
                     arrival[link] += w * rate
-                    users[link][sub] = w
             for sub, hops in entries:
                 share = 1.0
                 for link, _, _ in hops:
                     a = arrival[link]
                     if a > capacity[link] * (1 + _EPS) or (queue[link] > 0 and a > 0):
                         share = min(share, capacity[link] / a)
-                if not links[hops[0][0]].queued:
-                    share_of[sub] = min(share_of.get(sub, 1.0), share)
-                factor[sub] *= min(1.0, share)
+                if share < 1:
+                    if not links[hops[0][0]].queued:
+                        share_of[sub] = min(share_of.get(sub, 1.0), share)
+                    factor[sub] *= share
         return share_of
 
     def _plan(self, now: int) -> None:
@@ -434,11 +453,9 @@ class DcqcnNetwork:
         links, queue, capacity = self.links, self.queue, self.capacity
         wake = NEVER_NS
         marking = False
-        for link, arrival in enumerate(self.arrival):
+        for link in self._used_queues:
             spec = links[link]
-            if not spec.queued:
-                continue
-            q, net = queue[link], arrival - capacity[link]
+            q, net = queue[link], self.arrival[link] - capacity[link]
             if q > spec.kmin and q > 0:
                 marking = True
             if net > _EPS * capacity[link]:
