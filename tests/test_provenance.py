@@ -200,3 +200,21 @@ def test_a_study_writes_provenance_json_with_the_study_hash_and_every_points_spe
     for name, point in record["points"].items():
         assert point["spec_sha256"] == sha256(out / "points" / name / "spec.yaml")
     assert "## Provenance" in (out / "report.md").read_text()
+
+
+def test_in_a_git_checkout_the_commit_is_heads(monkeypatch):
+    import subprocess
+    from pathlib import Path
+
+    root = Path(provenance.__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        pytest.skip("astra-hetero is not running from a git checkout")
+    head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
+    identity = provenance.tool_identity()
+    assert identity["commit"] == head.stdout.strip() and isinstance(identity["dirty"], bool)
+
+
+def test_an_unknown_commit_in_the_environment_counts_as_none(monkeypatch, tmp_path):
+    monkeypatch.setenv(provenance.COMMIT_ENV, "unknown")
+    monkeypatch.setattr(provenance, "_git_commit", lambda directory: (None, None))
+    assert provenance.tool_identity()["commit"] is None
