@@ -22,6 +22,9 @@ class PhasePlan:
     latency_ns: int
     solo_rate: float  # the phase's flow rate alone on its links (0 without links), computed once here
     memory_ns_per_byte: float = 0.0  # reduction through memory, per byte of the collective's size
+    # each transfer's own route (bundle -> fraction), for the DCQCN fluid model's per-queue-pair rates;
+    # empty: one transfer over `links`. A folded plan keeps its representative instance's routes.
+    paths: tuple[tuple[tuple[int, float], ...], ...] = ()
 
 
 class CommPlanner(Protocol):
