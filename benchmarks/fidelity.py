@@ -129,10 +129,14 @@ def summary(label: str, outcomes: list[Outcome]) -> str:
     value, worst = mape(outcomes), max_error(outcomes)
     if value is None or worst is None:
         return f"{label}: no row evaluated"
+    slow = sum(1 for o in outcomes if (o.error or 0.0) > 0)
+    fast = sum(1 for o in outcomes if (o.error or 0.0) < 0)
+    within = sum(1 for o in outcomes if abs(o.error or 0.0) <= 0.10)
     return (
         f"{label}: MAPE {value:.1f}% over {len(outcomes)} row(s), max |error| "
         f"{100 * abs(worst.error or 0.0):.1f}% ({worst.row_id}), mean error "
-        f"{100 * sum(o.error or 0.0 for o in outcomes) / len(outcomes):+.1f}%"
+        f"{100 * sum(o.error or 0.0 for o in outcomes) / len(outcomes):+.1f}%; sign balance {slow} too "
+        f"slow / {fast} too fast; {within} of {len(outcomes)} within 10 %"
     )
 
 
@@ -148,6 +152,17 @@ def report(outcomes: list[Outcome]) -> str:
         lines.append((" ".join(cells) + f"  {o.status} {o.detail}").rstrip())
     exact = [o for o in outcomes if o.status == "ok"]
     lines.append(summary("published performance runs", exact))
+    for label, keep in (
+        ("  A100 rows", lambda o: "a100" in o.row_id or o.row_id.startswith(("k22", "mlm20"))),
+        ("  H100 rows", lambda o: "h100" in o.row_id),
+        (
+            "  other GPUs",
+            lambda o: not ("a100" in o.row_id or "h100" in o.row_id or o.row_id.startswith(("k22", "mlm20"))),
+        ),
+    ):
+        subset = [o for o in exact if keep(o)]
+        if subset:
+            lines.append(summary(label, subset))
     for status, label in (("excluded", "excluded rows, not in the MAPE"), ("approx", "approximate rows")):
         apart = [o for o in outcomes if o.status == status]
         if apart:
