@@ -28,6 +28,7 @@ from astra_hetero.results.io import check_result, relocate, write_result
 from astra_hetero.results.jobs import with_job_throughput
 from astra_hetero.results.model import APPROXIMATION, RunOutput, RunResult, SharedSpans, Span
 from astra_hetero.results.throughput import with_throughput
+from astra_hetero.side_build import SIDE_BUILD_MIN_GPUS, SideBuild, can_fork
 
 logger = logging.getLogger(__name__)
 
@@ -128,11 +129,22 @@ def build_into(
         " and " if workload and topology else "",
         "the network" if topology else "",
     )
-    if workload:
-        run.write("workload", inputs, lambda path: _write_workload(spec, path, progress, per_rank))
-    else:
-        run.keep("workload", inputs)
-    if topology:
+    side = None
+    if workload and topology and draw is None and spec.cluster.num_gpus >= SIDE_BUILD_MIN_GPUS and can_fork():
+        # a large cluster: the network part is built in a forked process beside the workload
+        side = SideBuild(lambda path: _write_topology(spec, path, None), run.path)
+    try:
+        if workload:
+            run.write("workload", inputs, lambda path: _write_workload(spec, path, progress, per_rank))
+        else:
+            run.keep("workload", inputs)
+    except BaseException:
+        if side is not None:
+            side.abandon()
+        raise
+    if side is not None:
+        run.write("topology", inputs, side.finish)
+    elif topology:
         run.write("topology", inputs, lambda path: _write_topology(spec, path, draw))
     else:
         run.keep("topology", inputs, skip=_ns3_run_output)
