@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import logging
 import multiprocessing
 import signal
@@ -18,6 +19,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
+from astra_hetero.backends.astrasim.partial import BackendTimedOut, partial_path
 from astra_hetero.bounds import WorkLimits
 from astra_hetero.errors import AstraHeteroError, BackendUnavailable, RunDirError
 from astra_hetero.results.model import RunResult
@@ -75,6 +77,11 @@ def run_point(
         result = pipeline.run_spec(
             spec, run_dir, point.backend or backend, limits=limits, force=force, **options
         )
+    except BackendTimedOut as exc:  # stopped at its budget: keep what it had done
+        where = partial_path(run_dir)
+        write_text_atomic(where, json.dumps(exc.partial.as_json(), indent=1) + "\n")
+        logger.info("point %s: stopped at its budget (%s)", point.name, where)
+        return _failed(point, run_dir, f"{exc} (what it had done: {where.name})")
     except AstraHeteroError as exc:
         logger.info("point %s: failed (%s)", point.name, first_line(str(exc)))
         return _failed(point, run_dir, str(exc))
