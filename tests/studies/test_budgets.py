@@ -26,9 +26,10 @@ NS3 = "ns3.42-AstraSimNetwork-default"
 # for a minute: only a budget ends it. Records its start time (ns) so tests can tell runs overlapped.
 SLOW_NS3 = """#!{python}
 import os, sys, time
-open({starts!r}, "a").write(f"{{time.time_ns()}} {{time.time_ns()}}\\n")
+open({starts!r}, "a").write(f"{{time.time_ns()}}\\n")
 for rank in range({finished}):
-    print(f"sys[{{rank}}] finished, {{1000 * (rank + 1)}} cycles, exposed communication 10 cycles", flush=True)
+    cycles = 1000 * (rank + 1)
+    print(f"sys[{{rank}}] finished, {{cycles}} cycles, exposed communication 10 cycles", flush=True)
 os.makedirs("ns3", exist_ok=True)
 for flow in range({flows}):
     with open("ns3/fct.txt", "a") as fct:
