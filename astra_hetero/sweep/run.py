@@ -118,8 +118,10 @@ def run_local(
         return outcomes
     # spawn: the parent runs a progress thread, and forking a threaded process is unsafe. Workers ignore
     # SIGINT: Ctrl-C reaches the whole process group, and the parent alone decides what happens.
+    package = logging.getLogger("astra_hetero")
+    level = package.level if package.handlers else logging.NOTSET  # `-v`: workers log as the parent does
     pool = ProcessPoolExecutor(
-        jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_sigint
+        jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker, initargs=(level,)
     )
     try:
         futures = {
@@ -144,6 +146,18 @@ def run_local(
 
 def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _init_worker(level: int) -> None:
+    """A worker process: Ctrl-C is the parent's to handle; with `-v`, the package's log records (a long
+    ns-3 run's progress) go to stderr as in the parent."""
+    _ignore_sigint()
+    if level != logging.NOTSET:
+        logger = logging.getLogger("astra_hetero")
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s", "%H:%M:%S"))
+        logger.addHandler(handler)
+        logger.setLevel(level)
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:
