@@ -13,6 +13,13 @@ Network: nodes and links are counted the way topology/cluster.py builds them.
 Flows: every collective step is one transfer; a ring over g ranks takes 2(g−1) steps per rank (an
 upper bound for the hierarchical algorithm).
 
+Classes: the generator writes one trace per class of alike ranks and the embedded engine simulates one
+representative per class, so `--max-nodes` and `--max-flows` bound the class traces' nodes and the
+representatives' transfers: the per-rank totals scaled by classes / ranks. Classes are estimated from
+what makes ranks differ: pipeline stage, GPU type, how many micro-batches a replica gets, the ranks a
+device slowdown touches; jitter draws per rank, so every rank is its own class. Written per rank
+(`generate --per-rank`, ASTRA-sim's backends, several jobs on one cluster) the totals are checked.
+
 Some limits are formats', not resources', and cannot be raised: pipeline message tags are int32 and
 number micro-batches below 10^6 (workload/graph.py `p2p_tag`).
 """
@@ -56,7 +63,8 @@ class WorkLimits:
     # trace nodes on one rank: the engine simulates each distinct rank's trace, so this bounds its time
     # (the 1T model with 512 micro-batches has 31 k per rank; 1,000,000 take a minute or two)
     max_rank_nodes: int = 1_000_000
-    max_links: int = 200_000  # network links (1024 GPUs in spine-leaf: about 5,000)
+    # network links (1024 GPUs in spine-leaf: about 5,000; 131,072 GPUs about 400,000, built in seconds)
+    max_links: int = 1_000_000
     max_flows: int = 200_000_000  # network transfers the collectives make (same run: about 10^7)
 
 
@@ -69,6 +77,17 @@ class WorkEstimate:
     network_links: int
     flows: int
     links_field: str  # the spec field that most drives the link count
+    classes: int = 0  # rank classes: traces generated, representatives simulated (module docstring)
+
+    @property
+    def class_trace_nodes(self) -> int:
+        """Nodes of the traces by class (and of the representatives the engine simulates)."""
+        return -(-self.trace_nodes * self.classes // max(self.ranks, 1))
+
+    @property
+    def class_flows(self) -> int:
+        """Transfers the representatives make (every instance of a class's transfer counts once)."""
+        return -(-self.flows * self.classes // max(self.ranks, 1))
 
 
 def estimate_work(spec: Spec) -> WorkEstimate:
@@ -100,7 +119,45 @@ def estimate_work(spec: Spec) -> WorkEstimate:
         network_links,
         tp_flows + dp_flows + p2p_flows,
         links_field,
+        estimate_classes(spec),
     )
+
+
+def estimate_classes(spec: Spec) -> int:
+    """Rank classes: pipeline stages × GPU types × distinct micro-batch counts of the replicas, plus
+    the ranks a device slowdown touches (each splits its class and those of the ranks it meets); every
+    rank under jitter. At most the number of GPUs."""
+    par, cluster = spec.parallelism, spec.cluster
+    ranks = cluster.num_gpus
+    if any(e.event == "jitter" for e in spec.dynamics):
+        return ranks
+    gpu_types = len({g.gpu.type_key for g in cluster.node_groups})
+    classes = par.pp * gpu_types * _micro_batch_counts(spec) * (2 if spec.model.moe is not None else 1)
+    touched = 0
+    for event in spec.dynamics:
+        if event.event == "device_slowdown":
+            touched += len(event.ranks) if event.ranks is not None else _gpus_selected(spec, event)
+    classes += 4 * touched  # the rank, its pipeline partner, its TP peers and data-parallel partners
+    idle = ranks - par.tp * par.pp * par.dp * par.cp
+    return min(ranks, classes + (1 if idle > 0 else 0))
+
+
+def _micro_batch_counts(spec: Spec) -> int:
+    """How many distinct micro-batch counts the replicas get (at most)."""
+    split, dp = spec.partition.micro_batches, spec.parallelism.dp
+    if isinstance(split, list):
+        return len(set(split))
+    if split == "uniform":
+        micro_batches = spec.parallelism.global_batch_size // spec.parallelism.micro_batch_size
+        return 1 if micro_batches % dp == 0 else 2
+    return min(dp, 2 * len(spec.cluster.node_groups))  # auto: by each replica's hardware, and a remainder
+
+
+def _gpus_selected(spec: Spec, event: Any) -> int:
+    group = next((g for g in spec.cluster.node_groups if g.name == event.node_group), None)
+    if group is None:
+        return spec.cluster.num_gpus
+    return group.gpus_per_node * (1 if event.node is not None else group.count)
 
 
 def _network_size(spec: Any) -> tuple[int, int, str]:
@@ -148,12 +205,21 @@ def _network_size(spec: Any) -> tuple[int, int, str]:
 
 
 def check_work(
-    spec: Spec, limits: WorkLimits, *, workload: bool = True, topology: bool = True
+    spec: Spec,
+    limits: WorkLimits,
+    *,
+    workload: bool = True,
+    topology: bool = True,
+    per_rank: bool = False,
 ) -> WorkEstimate:
-    """The estimate, or WorkTooLarge naming the field and the limit to raise."""
+    """The estimate, or WorkTooLarge naming the field and the limit to raise. `per_rank`: the traces
+    are written (and simulated) rank by rank, so the totals count, not the classes'."""
     work = estimate_work(spec)
     par = spec.parallelism
-    if workload and work.trace_nodes > limits.max_nodes:
+    nodes = work.trace_nodes if per_rank else work.class_trace_nodes
+    flows = work.flows if per_rank else work.class_flows
+    classes = "" if per_rank else f" in {work.classes:,} rank classes"
+    if workload and nodes > limits.max_nodes:
         field = (
             "parallelism.global_batch_size"
             if work.micro_batches >= spec.model.num_layers
@@ -161,10 +227,10 @@ def check_work(
         )
         raise WorkTooLarge(
             field,
-            f"the traces would hold about {_count(work.trace_nodes)} nodes (tp {par.tp} × "
+            f"the traces would hold about {_count(nodes)} nodes (tp {par.tp} × "
             f"{work.micro_batches:,} micro-batches × {spec.model.num_layers:,} layers on "
-            f"{work.ranks:,} GPUs), more than --max-nodes {limits.max_nodes:,}; make the run smaller or "
-            "raise the limit",
+            f"{work.ranks:,} GPUs{classes}), more than --max-nodes {limits.max_nodes:,}; make the run "
+            "smaller or raise the limit",
         )
     per_rank = work.trace_nodes // max(work.ranks, 1)
     if workload and per_rank > limits.max_rank_nodes:
@@ -185,12 +251,12 @@ def check_work(
         )
     if workload or topology:
         check_network(spec, limits)
-    if workload and work.flows > limits.max_flows:
+    if workload and flows > limits.max_flows:
         field = "parallelism.dp" if par.dp >= par.tp else "parallelism.tp"
         raise WorkTooLarge(
             field,
-            f"the collectives would make about {_count(work.flows)} network transfers "
-            f"(tp {par.tp}, dp {par.dp}, {work.micro_batches:,} micro-batches), more than "
+            f"the collectives would make about {_count(flows)} network transfers "
+            f"(tp {par.tp}, dp {par.dp}, {work.micro_batches:,} micro-batches{classes}), more than "
             f"--max-flows {limits.max_flows:,}; make the run smaller or raise the limit",
         )
     if work.ranks > MAX_TAG:

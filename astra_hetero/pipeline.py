@@ -78,22 +78,30 @@ def build_run_dir(
     limits: WorkLimits | None = None,
     force: bool = False,
     draw: str | None = None,
+    per_rank: bool = False,
 ) -> rundir.RunDir:
     """Write the requested parts into `out`, published in one step with the old parts that still match
-    them (a workload and a topology built from the same cluster and network); old results are dropped."""
-    _check_work(spec, limits or WorkLimits(), workload=workload, topology=topology)
+    them (a workload and a topology built from the same cluster and network); old results are dropped.
+    `per_rank`: also write every rank's trace file (`workload/workload.<rank>.et`) beside the traces by
+    class (ASTRA-sim's backends write them on demand)."""
+    _check_work(spec, limits or WorkLimits(), workload=workload, topology=topology, per_rank=per_rank)
     with run_dir_staging(out, force) as run:
-        build_into(run, spec, workload=workload, topology=topology, progress=progress, draw=draw)
+        build_into(
+            run, spec, workload=workload, topology=topology, progress=progress, draw=draw, per_rank=per_rank
+        )
     return rundir.RunDir(Path(out))
 
 
-def _check_work(spec: RunSpec, limits: WorkLimits, *, workload: bool = True, topology: bool = True) -> None:
+def _check_work(
+    spec: RunSpec, limits: WorkLimits, *, workload: bool = True, topology: bool = True, per_rank: bool = False
+) -> None:
+    """`per_rank`: the traces will be written (or simulated) rank by rank, not by class."""
     if _is_shared(spec):
         from astra_hetero.jobs.build import check_shared_work
 
         check_shared_work(spec, limits, workload=workload, topology=topology)  # type: ignore[arg-type]
     else:
-        check_work(spec, limits, workload=workload, topology=topology)  # type: ignore[arg-type]
+        check_work(spec, limits, workload=workload, topology=topology, per_rank=per_rank)  # type: ignore[arg-type]
 
 
 def _is_shared(spec: RunSpec) -> bool:
@@ -109,8 +117,10 @@ def build_into(
     topology: bool,
     progress: bool,
     draw: str | None = None,
+    per_rank: bool = False,
 ) -> None:
-    """`draw`: also draw the cluster, as that figure format (png, svg, pdf)."""
+    """`draw`: also draw the cluster, as that figure format (png, svg, pdf); `per_rank`: see
+    `build_run_dir`."""
     inputs = topology_inputs(spec)
     logger.info(
         "building %s%s%s",
@@ -119,7 +129,7 @@ def build_into(
         "the network" if topology else "",
     )
     if workload:
-        run.write("workload", inputs, lambda path: _write_workload(spec, path, progress))
+        run.write("workload", inputs, lambda path: _write_workload(spec, path, progress, per_rank))
     else:
         run.keep("workload", inputs)
     if topology:
@@ -128,7 +138,7 @@ def build_into(
         run.keep("topology", inputs, skip=_ns3_run_output)
 
 
-def _write_workload(spec: RunSpec, path: Path, progress: bool) -> None:
+def _write_workload(spec: RunSpec, path: Path, progress: bool, per_rank: bool = False) -> None:
     if _is_shared(spec):
         from astra_hetero.jobs.build import write_shared_workload
 
@@ -138,7 +148,7 @@ def _write_workload(spec: RunSpec, path: Path, progress: bool) -> None:
     from astra_hetero.workload.generate import write_workload
 
     with _progress_bar(spec.cluster.num_gpus, "writing traces", progress) as advance:
-        write_workload(spec, path, advance)
+        write_workload(spec, path, advance, per_rank)
     if spec.dynamics or spec.iterations > 1:
         from astra_hetero.dynamics.selection import dynamics_document
         from astra_hetero.topology import checked_graph
@@ -180,7 +190,9 @@ def run_spec(
     """Build `spec` into the run directory `out` and simulate it; inputs and result are published
     together, so `out` never holds inputs without their result (or a result beside other inputs)."""
     _check_timeline(timeline)
-    _check_work(spec, limits or WorkLimits())
+    # ASTRA-sim's backends read a trace per rank; the embedded engine rank by rank (--no-fold) too
+    per_rank = backend != "embedded" or backend_options.get("fold") is False
+    _check_work(spec, limits or WorkLimits(), per_rank=per_rank)
     with run_dir_staging(out, force) as run:
         build_into(run, spec, workload=True, topology=True, progress=progress)
         return _simulate(run, backend, timeline, backend_options)
@@ -246,21 +258,18 @@ def _simulate(
         manifest = rundir.read_json_object(path / rundir.MANIFEST, "run `astra-hetero generate` first")
         stated = with_throughput(output.result, manifest, str(run.root / rundir.MANIFEST))
         stated = with_job_throughput(stated, manifest)
-        output = _with_workload_notes(path, dataclasses.replace(output, result=stated))
+        output = _with_workload_notes(path, dataclasses.replace(output, result=stated), manifest)
         return _write_result(path, run.root, output, timeline)
 
     return run.write("result", inputs, write)
 
 
-def _with_workload_notes(path: Path, output: RunOutput) -> RunOutput:
-    """The result with the workload's approximations (manifest.json) among its warnings, whichever
-    backend ran it."""
-    manifest = path / rundir.MANIFEST
-    if not manifest.is_file():
-        return output
-    notes = rundir.read_json_object(manifest, "regenerate the run directory").get("approximations") or []
+def _with_workload_notes(path: Path, output: RunOutput, manifest: dict[str, Any]) -> RunOutput:
+    """The result with the workload's approximations (`manifest`, read from path/manifest.json) among
+    its warnings, whichever backend ran it."""
+    notes = manifest.get("approximations") or []
     if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
-        raise RunDirError(f"{manifest}: approximations must be a list of strings")
+        raise RunDirError(f"{path / rundir.MANIFEST}: approximations must be a list of strings")
     warnings = tuple(APPROXIMATION + n for n in notes if APPROXIMATION + n not in output.result.warnings)
     if not warnings:
         return output

@@ -14,6 +14,11 @@ Cases (`--cases`, default all but `plain`):
   hetero    GPT-3 175B on 64 H100 + 64 A100: `run SPEC -o RUN_DIR` and `run RUN_DIR`  (≤ 2 s)
   scaling   cost against GPUs (128…2048) and micro-batches (16…128): it follows classes, not ranks
   plain     the 1024-GPU directory rank by rank (`--no-fold`), for the folding speed-up
+  frontier  GPT-3 175B TP8·PP16, 16 micro-batches per replica, `run SPEC -o RUN_DIR` with default limits
+            on 32,768, 65,536 and 131,072 H100s, and 65,536 and 131,072 GPUs half H100, half B200
+            (issue 22: 131,072 GPUs ≤ 60 s, ≤ 4 GiB, run directory ≤ 1 GB); wall, CPU, memory, disk
+  classes   the 8192-GPU spec with traces by class and with per-rank traces (`--per-rank`): the same
+            iteration time, and what each costs in time and disk
 Run directories are built under a temporary directory (or `--keep DIR`).
 """
 
@@ -154,6 +159,64 @@ def case_1t(work: Path) -> None:
     )
 
 
+def disk_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def frontier_spec(work: Path, gpus: int, mixed: bool = False) -> Path:
+    """GPT-3 175B, TP8·PP16, 16 micro-batches per replica on `gpus` H100s (or half H100, half B200)."""
+    dp = gpus // 128
+    changes: dict[str, object] = {
+        "name": f"gpt3-175b-{gpus}gpu" + ("-h100-b200" if mixed else ""),
+        "cluster.node_groups.0.count": gpus // 8 // (2 if mixed else 1),
+        "parallelism.dp": dp,
+        "parallelism.global_batch_size": 16 * dp,
+    }
+    spec = spec_variant(SPECS / "gpt3_175b_8192gpu.yaml", work / f"{changes['name']}.yaml", **changes)
+    if mixed:
+        data = yaml.safe_load(spec.read_text())
+        h100 = data["cluster"]["node_groups"][0]
+        b200 = {**h100, "name": "b200", "gpu": "b200", "intra_node_fabric": "nvlink5"}
+        data["cluster"]["node_groups"].append(b200)
+        spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    return spec
+
+
+def case_frontier(work: Path) -> None:
+    print("frontier scale, GPT-3 175B TP8·PP16, 16 micro-batches per replica, `run SPEC -o DIR`:")
+    for gpus, mixed in ((32768, False), (65536, False), (131072, False), (65536, True), (131072, True)):
+        spec = frontier_spec(work, gpus, mixed)
+        run_dir = work / spec.stem
+        m = cli("run", str(spec), "-o", str(run_dir), "--quiet")
+        disk = disk_bytes(run_dir)
+        kind = "H100+B200" if mixed else "H100     "
+        print(
+            f"  {gpus:7,d} {kind} {m}  {disk / 1e6:7.1f} MB on disk  "
+            f"iteration {result(run_dir)['iteration_time_us'] / 1e3:.3f} ms  [{folding(run_dir)}]"
+        )
+        if gpus == 131072 and not mixed:
+            print(
+                f"           target ≤ 60 s, ≤ 4 GiB, ≤ 1 GB: wall {m.wall_s / 60:.2f}, memory "
+                f"{m.peak_bytes / GIB / 4:.2f}, disk {disk / 1e9:.2f} of it"
+            )
+        shutil.rmtree(run_dir)
+
+
+def case_classes(work: Path) -> None:
+    spec = str(SPECS / "gpt3_175b_8192gpu.yaml")
+    by_class, per_rank = work / "gpt3-8192-classes", work / "gpt3-8192-per-rank"
+    a = cli("run", spec, "-o", str(by_class), "--timeline", "none", "--quiet")
+    g = cli("build", spec, "-o", str(per_rank), "--quiet", "--per-rank")
+    b = cli("run", str(per_rank), "--timeline", "none", "--quiet")
+    mine, theirs = result(by_class)["iteration_time_us"], result(per_rank)["iteration_time_us"]
+    print(f"8192 GPUs  by class: run SPEC {a}  {disk_bytes(by_class) / 1e6:8.1f} MB")
+    print(f"           per rank: build {g}, run {b}  {disk_bytes(per_rank) / 1e6:8.1f} MB")
+    print(
+        f"           iteration {mine / 1e3:.6f} ms by class, {theirs / 1e3:.6f} ms per rank "
+        f"(equal: {mine == theirs})"
+    )
+
+
 def case_astra(work: Path) -> None:
     bin_dir = os.environ.get("ASTRA_SIM_BIN_DIR")
     if not bin_dir and Path("/work/astra-sim/READY").is_file():
@@ -252,6 +315,8 @@ CASES = {
     "hetero": case_hetero,
     "scaling": case_scaling,
     "plain": case_plain,
+    "frontier": case_frontier,
+    "classes": case_classes,
 }
 
 

@@ -146,3 +146,59 @@ def test_cli_refuses_before_writing_and_accepts_a_raised_limit(tmp_path, capsys)
     assert main(["generate", str(spec), "-o", str(out), "--max-nodes", "1000"]) == 2
     assert "--max-nodes 1,000" in capsys.readouterr().err and not out.exists()
     assert main(["generate", str(spec), "-o", str(out), "--max-nodes", "1e6", "--quiet"]) == 0
+
+
+def frontier(gpus: int = 131_072, **extra) -> dict:
+    """GPT-3 175B, TP8 · PP16, 16 micro-batches per replica, on `gpus` H100s in spine-leaf."""
+    dp = gpus // 128
+    return make_spec_data(
+        model={"preset": "gpt3-175b"},
+        cluster={
+            "node_groups": [
+                {
+                    "name": "h100",
+                    "count": gpus // 8,
+                    "gpus_per_node": 8,
+                    "gpu": "h100-sxm",
+                    "intra_node_fabric": "nvlink4",
+                    "nic": 400,
+                }
+            ]
+        },
+        network={"topology": "spine_leaf", "nodes_per_leaf": 16},
+        parallelism={"tp": 8, "pp": 16, "dp": dp, "global_batch_size": 16 * dp, "sequence_parallel": True},
+        **extra,
+    )
+
+
+def test_a_frontier_job_passes_the_default_limits_by_its_classes_not_its_ranks():
+    spec = parse_spec(frontier())
+    work = check_work(spec, WorkLimits())
+    assert work.classes == 16  # one per pipeline stage
+    assert work.class_trace_nodes * work.ranks == pytest.approx(work.trace_nodes * 16, rel=1e-6)
+    assert work.trace_nodes > WorkLimits().max_nodes  # rank by rank it would not pass
+    with pytest.raises(WorkTooLarge, match="--max-nodes"):
+        check_work(spec, WorkLimits(), per_rank=True)
+
+
+def test_jitter_makes_every_rank_a_class_and_the_limits_bound_it():
+    spec = parse_spec(frontier(dynamics=[{"event": "jitter", "sigma": 0.1}]))
+    assert estimate_work(spec).classes == spec.cluster.num_gpus
+    with pytest.raises(WorkTooLarge, match="131,072 rank classes"):
+        check_work(spec, WorkLimits())
+
+
+def test_a_slowed_node_adds_classes_around_its_gpus():
+    slowed = [{"event": "device_slowdown", "node_group": "h100", "node": 3, "factor": 0.5}]
+    assert estimate_work(parse_spec(frontier(dynamics=slowed))).classes == 16 + 4 * 8
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.stem)
+def test_the_class_estimate_bounds_the_classes_the_generator_writes(path):
+    from astra_hetero.workload.generate import class_traces
+
+    spec = load_run_spec(path)
+    if isinstance(spec, SharedClusterSpec) or spec.cluster.num_gpus > 128:
+        pytest.skip("several jobs keep per-rank traces; large examples are covered by the slow suite")
+    classes, _ = class_traces(plan_workload(spec))
+    assert classes.num_classes <= estimate_work(spec).classes

@@ -225,7 +225,7 @@ def test_a_symlinked_part_is_replaced_whole_and_its_target_left_alone(tmp_path):
     before = snapshot(tmp_path / "elsewhere")
     os.symlink(tmp_path / "elsewhere", out / "workload")
     build_run_dir(parse_spec(small_spec(nic=100)), out)
-    assert not (out / "workload").is_symlink() and (out / "workload" / "workload.0.et").is_file()
+    assert not (out / "workload").is_symlink() and (out / "workload" / "rank_classes.json").is_file()
     assert snapshot(tmp_path / "elsewhere") == before
 
 

@@ -13,6 +13,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("build", help="generate the workload and render the topology")
     add_spec_arguments(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--per-rank", action="store_true", help="also write every rank's trace file (see `generate --help`)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -21,7 +24,12 @@ def run(args: argparse.Namespace) -> int:
 
     spec = load_run_spec(args.spec)
     run_dir = build_run_dir(
-        spec, args.output, progress=not args.quiet, limits=limits_from(args), force=args.force
+        spec,
+        args.output,
+        progress=not args.quiet,
+        limits=limits_from(args),
+        force=args.force,
+        per_rank=args.per_rank,
     )
     print(describe_workload(run_dir))
     print(f"network inputs written to {run_dir.root}/ns3 and {run_dir.root}/analytical")

@@ -11,10 +11,17 @@ from astra_hetero.rundir import RunDir
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "generate", help="write one Chakra trace per rank, comm groups and manifest"
+        "generate", help="write the Chakra traces (one per class of alike ranks), comm groups and manifest"
     )
     add_spec_arguments(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--per-rank",
+        action="store_true",
+        help="also write every rank's trace (workload/workload.<rank>.et), as ASTRA-sim reads them; without "
+        "it the traces are written once per class of alike ranks (workload/classes/, rank_classes.json) and "
+        "`run --backend analytical|ns3` writes the per-rank files when it needs them",
+    )
     parser.set_defaults(func=run)
 
 
@@ -23,7 +30,13 @@ def run(args: argparse.Namespace) -> int:
 
     spec = load_run_spec(args.spec)
     run_dir = build_run_dir(
-        spec, args.output, topology=False, progress=not args.quiet, limits=limits_from(args), force=args.force
+        spec,
+        args.output,
+        topology=False,
+        progress=not args.quiet,
+        limits=limits_from(args),
+        force=args.force,
+        per_rank=args.per_rank,
     )
     print(describe_workload(run_dir))
     return 0

@@ -23,7 +23,7 @@ def check_shared_work(
         total = 0
         for job in check_shared(shared):
             with job_errors(job):
-                total += check_work(job.spec, limits, topology=False).trace_nodes
+                total += check_work(job.spec, limits, topology=False, per_rank=True).trace_nodes
         if total > limits.max_nodes:
             raise WorkTooLarge(
                 "jobs",

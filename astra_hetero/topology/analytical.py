@@ -19,11 +19,13 @@ leaf/rail oversubscription wherever the traffic of a dimension crosses the spine
 
 from __future__ import annotations
 
+import heapq
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import networkx as nx
+import numpy as np
 
 from astra_hetero import rundir
 from astra_hetero.spec.schema import Spec
@@ -78,45 +80,63 @@ def scale_out_gbps(graph: nx.Graph, across_spines: bool) -> float:
     )
 
 
-def max_latency_ns(graph: nx.Graph, same_local_only: bool) -> float:
-    """Worst one-way latency between GPUs of different nodes (scale-up domains), through switches only.
+def max_latencies_ns(graph: nx.Graph) -> tuple[float, float]:
+    """Worst one-way latency between GPUs of different nodes (scale-up domains), through switches
+    only: over all pairs, and over pairs with the same index in their domain (dimension 1).
 
     One source GPU per (group, local index) suffices: the shapes built here treat all nodes of a group
-    alike. With `same_local_only`, only pairs with the same index in their domain count (dimension 1).
+    alike. Each source's last hops to every GPU are taken as arrays (131,072 GPUs, eight sources).
     """
     gpus = gpu_ids(graph)
-    # one copy of the switch graph plus an "origin" node whose edges are re-pointed per source
-    probe = nx.Graph(graph.subgraph(n for n, role in graph.nodes(data="role") if role != "gpu"))
+    is_gpu = {n: role == "gpu" for n, role in graph.nodes(data="role")}
     sources = {}
-    for gpu in gpus:
+    domain = np.empty(len(gpus), dtype=np.int64)
+    domain_local = np.empty(len(gpus), dtype=np.int64)
+    last_hop, last_gpu, last_ns = [], [], []  # every (switch, GPU) link
+    for i, gpu in enumerate(gpus):
         attrs = graph.nodes[gpu]
         sources.setdefault((attrs["group"], attrs["local"]), gpu)
-    worst = 0.0
+        domain[i], domain_local[i] = attrs["domain"], attrs["domain_local"]
+        for n, edge in graph.adj[gpu].items():
+            last_hop.append(n)
+            last_gpu.append(i)
+            last_ns.append(edge["latency_ns"])
+    hops, owner, hop_ns = np.array(last_hop), np.array(last_gpu), np.array(last_ns, dtype=float)
+    order = np.argsort(owner, kind="stable")
+    hops, owner, hop_ns = hops[order], owner[order], hop_ns[order]
+    starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+    worst, worst_local = 0.0, 0.0
+    index = {gpu: i for i, gpu in enumerate(gpus)}
     for source in sources.values():
         src = graph.nodes[source]
-        start = {n: graph.edges[source, n]["latency_ns"] for n in graph.neighbors(source)}
-        dist = _multi_source_latency(probe, start)
-        for gpu in gpus:
-            dst = graph.nodes[gpu]
-            if dst["domain"] == src["domain"] or (
-                same_local_only and dst["domain_local"] != src["domain_local"]
-            ):
-                continue
-            reach = [dist[n] + graph.edges[n, gpu]["latency_ns"] for n in graph.neighbors(gpu) if n in dist]
-            worst = max(worst, min(reach))
-    return worst
+        dist = _switch_latencies(graph, source, is_gpu)
+        reach = np.array([dist.get(n, np.inf) for n in hops.tolist()]) + hop_ns
+        best = np.minimum.reduceat(reach, starts)  # per GPU with links, in GPU order
+        targets = owner[starts]
+        keep = (domain[targets] != domain[index[source]]) & np.isfinite(best)
+        local = keep & (domain_local[targets] == src["domain_local"])
+        if keep.any():
+            worst = max(worst, float(best[keep].max()))
+        if local.any():
+            worst_local = max(worst_local, float(best[local].max()))
+    return worst, worst_local
 
 
-def _multi_source_latency(probe: nx.Graph, start: dict[int, float]) -> dict[int, float]:
-    """Latency from a GPU (its first hops given in `start`) to every switch of `probe`."""
-    probe.add_node("origin")
-    for node, latency in start.items():
-        probe.add_edge("origin", node, latency_ns=latency)
-    try:
-        dist = nx.single_source_dijkstra_path_length(probe, "origin", weight="latency_ns")
-    finally:
-        probe.remove_node("origin")
-    dist.pop("origin")
+def _switch_latencies(graph: nx.Graph, source: int, is_gpu: dict[int, bool]) -> dict[int, float]:
+    """Latency from the GPU `source` to every switch it reaches through switches only (Dijkstra over
+    the graph as it is: hosts never forward, so no GPU is entered)."""
+    adj = graph.adj
+    heap = [(attrs["latency_ns"], n) for n, attrs in adj[source].items() if not is_gpu[n]]
+    heapq.heapify(heap)
+    dist: dict[int, float] = {}
+    while heap:
+        d, node = heapq.heappop(heap)
+        if node in dist:
+            continue
+        dist[node] = d
+        for other, attrs in adj[node].items():
+            if other not in dist and not is_gpu[other]:
+                heapq.heappush(heap, (d + attrs["latency_ns"], other))
     return dist
 
 
@@ -140,7 +160,8 @@ def analytical_networks(spec: Spec, graph: nx.Graph) -> tuple[AnalyticalNetwork,
         notes.append("a single node (or scale-up domain): one dimension, its switch fabric.")
         return AnalyticalNetwork((one,), tuple(notes)), AnalyticalNetwork((one,), tuple(notes))
     flat_bw = gbps_to_gbytes_per_s(scale_out_gbps(graph, across_spines=True))
-    flat = Dimension("Switch", num_gpus, flat_bw, max_latency_ns(graph, same_local_only=False) / 2)
+    latency_ns, local_latency_ns = max_latencies_ns(graph)
+    flat = Dimension("Switch", num_gpus, flat_bw, latency_ns / 2)
     flat_notes = (
         *notes,
         "one dimension: every pair at the scale-out bottleneck (intra-node traffic at NIC speed)"
@@ -157,7 +178,7 @@ def analytical_networks(spec: Spec, graph: nx.Graph) -> tuple[AnalyticalNetwork,
         return AnalyticalNetwork((flat,), fallback), AnalyticalNetwork((flat,), flat_notes)
     rail = spec.network.topology == "rail_optimized"
     inter_bw = gbps_to_gbytes_per_s(scale_out_gbps(graph, across_spines=not rail))
-    inter = Dimension("Switch", num_nodes, inter_bw, max_latency_ns(graph, same_local_only=True) / 2)
+    inter = Dimension("Switch", num_nodes, inter_bw, local_latency_ns / 2)
     intra = Dimension("Switch", per_node.pop(), fabric_bw, fabric_latency)
     if rail:
         where = " (same rail: no spine crossed)."

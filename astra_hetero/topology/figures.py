@@ -109,6 +109,8 @@ def check_connected(graph: nx.Graph) -> None:
     by_reach: dict[frozenset[int], int] = {}
     for gpu in gpus:
         by_reach.setdefault(reach[gpu], gpu)
+    if frozenset.intersection(*by_reach):  # one switch component every GPU reaches: connected
+        return
     items = list(by_reach.items())
     for i, (reach_a, gpu_a) in enumerate(items):
         for reach_b, gpu_b in items[i:]:

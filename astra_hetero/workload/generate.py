@@ -13,12 +13,20 @@ from astra_hetero import rundir
 from astra_hetero.chakra_io import write_trace
 from astra_hetero.comm.measured import copy_tables, table_records
 from astra_hetero.errors import InfeasiblePlan
+from astra_hetero.rank_classes import (
+    CLASS_DIR,
+    RankClassMap,
+    class_trace_name,
+    rank_traces,
+    write_class_map,
+)
 from astra_hetero.spec.catalog import gpu_catalog
 from astra_hetero.spec.devices import Device
 from astra_hetero.spec.schema import Spec
 from astra_hetero.workload.approximations import workload_approximations
 from astra_hetero.workload.blocks import DeviceBlocks, device_blocks
 from astra_hetero.workload.calibration import load_calibration
+from astra_hetero.workload.classes import bound_values, graph_roles
 from astra_hetero.workload.comm_groups import CommGroup, comm_groups
 from astra_hetero.workload.costs import (
     expert_parameters_on_rank,
@@ -83,7 +91,7 @@ def plan_workload(spec: Spec) -> WorkloadPlan:
         for rank in group.ranks:
             of_rank[rank].append(group)
     active = layout.active_ranks
-    contexts = [_context(spec, layout, partition, of_rank[r], blocks, r, placement) for r in active]
+    contexts = _contexts(spec, layout, partition, of_rank, blocks, active, placement)
     bindings = [_binding(spec, layout, of_rank[r], r) for r in active]
     return WorkloadPlan(spec, layout, partition, groups, contexts, bindings, memory)
 
@@ -120,6 +128,38 @@ def timed_blocks(
         )
         for key, (cost, shape) in costs.items()
     }
+
+
+def _contexts(
+    spec: Spec,
+    layout: Layout,
+    partition: Partition,
+    of_rank: list[list[CommGroup]],
+    blocks: dict[str, DeviceBlocks],
+    active: Iterable[int],
+    placement: ExpertPlacement | None,
+) -> list[RankContext]:
+    """Each active rank's context; equal contexts are one object (hashing a context hashes its timed
+    blocks, so classes are found by identity). A context depends on the rank only through what the
+    memo key holds: its stage, its replica's micro-batches, its blocks and its groups' kinds and sizes."""
+    memo: dict[tuple, RankContext] = {}
+    canonical: dict[RankContext, RankContext] = {}
+    out = []
+    for rank in active:
+        place = layout.placement(rank)
+        key = (
+            place.stage,
+            partition.micro_batches_per_replica[place.replica],
+            block_key(layout.devices[rank], placement),
+            (placement.hosts, placement.holds(rank)) if placement is not None else None,
+            tuple((g.kind, len(g.ranks)) for g in of_rank[rank]),
+        )
+        ctx = memo.get(key)
+        if ctx is None:
+            ctx = _context(spec, layout, partition, of_rank[rank], blocks, rank, placement)
+            ctx = memo[key] = canonical.setdefault(ctx, ctx)
+        out.append(ctx)
+    return out
 
 
 def _binding(spec: Spec, layout: Layout, groups: list[CommGroup], rank: int) -> RankBinding:
@@ -225,21 +265,69 @@ def encoded_traces(plan: WorkloadPlan, progress: Progress | None = None) -> Iter
 def active_traces(plan: WorkloadPlan, progress: Progress | None = None) -> Iterator[tuple[int, bytes]]:
     """(rank, trace bytes) for every rank that serves a cell (`plan.bindings`), after checking the
     workload's invariants."""
-    classes: dict[RankContext, tuple[ClassEncoder, ClassSummary]] = {}
+    classes = _class_graphs(plan)
     for binding, ctx in zip(plan.bindings, plan.contexts, strict=True):
-        if ctx not in classes:
+        yield binding.rank, classes[id(ctx)][0].encode(binding)
+        if progress:
+            progress(1)
+
+
+def _class_graphs(plan: WorkloadPlan) -> dict[int, tuple[ClassEncoder, ClassSummary]]:
+    """Each distinct context's encoder and summary (by the context's id: equal contexts are one object,
+    `_contexts`), after checking the whole workload's invariants."""
+    classes: dict[int, tuple[ClassEncoder, ClassSummary]] = {}
+    for binding, ctx in zip(plan.bindings, plan.contexts, strict=True):
+        if id(ctx) not in classes:
             graph = class_graph(plan, ctx)
             rank = binding.rank
             check_magnitudes(graph, plan.layout.devices[rank].group_index, rank)
-            classes[ctx] = (ClassEncoder(graph), summarize(graph))
+            classes[id(ctx)] = (ClassEncoder(graph), summarize(graph))
     check_bound(
-        [(b, classes[c][1]) for b, c in zip(plan.bindings, plan.contexts, strict=True)],
+        [(b, classes[id(c)][1]) for b, c in zip(plan.bindings, plan.contexts, strict=True)],
         {g.id: g.ranks for g in plan.groups},
     )
+    return classes
+
+
+def class_traces(plan: WorkloadPlan) -> tuple[RankClassMap, list[bytes]]:
+    """The workload as traces by class (`rank_classes`): the map and each class's trace, after
+    checking the whole workload's invariants; idle GPUs form a class of `idle_trace()`."""
+    encoders = _class_graphs(plan)
+    roles = {key: graph_roles(enc.graph) for key, (enc, _) in encoders.items()}
+    num_ranks = plan.layout.num_ranks
+    class_of = [-1] * num_ranks
+    groups: list[tuple[str, ...]] = [()] * num_ranks
+    peers: list[tuple[int, ...]] = [()] * num_ranks
+    index: dict[tuple[int, tuple], int] = {}
+    reps: list[int] = []
+    data: list[bytes] = []
     for binding, ctx in zip(plan.bindings, plan.contexts, strict=True):
-        yield binding.rank, classes[ctx][0].encode(binding)
-        if progress:
-            progress(1)
+        rank = binding.rank
+        groups[rank], peers[rank], pattern = bound_values(roles[id(ctx)], binding)
+        key = (id(ctx), pattern)  # a class: one context, its role values coinciding alike
+        k = index.get(key)
+        if k is None:
+            k = index[key] = len(reps)
+            reps.append(rank)
+            data.append(encoders[id(ctx)][0].encode(binding))
+        class_of[rank] = k
+    if plan.layout.idle_ranks:
+        k = len(reps)
+        reps.append(plan.layout.idle_ranks[0])
+        data.append(idle_trace())
+        for rank in plan.layout.idle_ranks:
+            class_of[rank] = k
+    # classes numbered by their first rank, so that the map reads in rank order
+    order = sorted(range(len(reps)), key=lambda c: reps[c])
+    renumber = {old: new for new, old in enumerate(order)}
+    classes = RankClassMap(
+        tuple(class_trace_name(k) for k in range(len(reps))),
+        tuple(reps[c] for c in order),
+        tuple(renumber[c] for c in class_of),
+        tuple(groups),
+        tuple(peers),
+    )
+    return classes, [data[c] for c in order]
 
 
 # One rank computing for longer than this per iteration (about 116 days) means a GPU described far
@@ -273,8 +361,9 @@ MANIFEST_FORMAT = "astra-hetero/manifest@1"
 
 def manifest(plan: WorkloadPlan) -> dict[str, Any]:
     spec, layout, partition = plan.spec, plan.layout, plan.partition
+    chunks = [partition.chunk_ranges(stage) for stage in range(partition.num_stages)]
     ranks = [
-        rank_entry(spec, device, place, partition)
+        rank_entry(spec, device, place, partition, chunks[place.stage] if place is not None else None)
         for device, place in zip(layout.devices, layout.placements, strict=True)
     ]
     groups = {g.id: group_entry(g) for g in plan.groups}
@@ -338,8 +427,15 @@ def plan_fields(plan: WorkloadPlan) -> dict[str, Any]:
     }
 
 
-def rank_entry(spec: Spec, device: Device, place: Placement | None, partition: Partition) -> dict[str, Any]:
-    """A rank's manifest entry; an idle GPU has `idle: true` and null stage, replica and TP index."""
+def rank_entry(
+    spec: Spec,
+    device: Device,
+    place: Placement | None,
+    partition: Partition,
+    chunk_ranges: tuple[tuple[int, int], ...] | None = None,
+) -> dict[str, Any]:
+    """A rank's manifest entry; an idle GPU has `idle: true` and null stage, replica and TP index.
+    `chunk_ranges`: `partition.chunk_ranges(place.stage)`, if the caller has it."""
     entry: dict[str, Any] = {
         "rank": device.rank,
         "node": device.node,
@@ -361,30 +457,54 @@ def rank_entry(spec: Spec, device: Device, place: Placement | None, partition: P
         "idle": place is None,
     }
     if place is not None:
+        ranges = chunk_ranges if chunk_ranges is not None else partition.chunk_ranges(place.stage)
         entry.update(
             stage=place.stage,
             replica=place.replica,
             tp_index=place.tp_index,
             cp_index=place.cp_index,
-            layers=list(partition.layer_range(place.stage)),
+            layers=[ranges[0][0], ranges[-1][1]],  # partition.layer_range
             # model chunks (virtual pipeline stages) of this rank: [first layer, one past the last]
             chunks=[
                 {"chunk": c, "virtual_stage": c * spec.parallelism.pp + place.stage, "layers": list(r)}
-                for c, r in enumerate(partition.chunk_ranges(place.stage))
+                for c, r in enumerate(ranges)
             ],
             num_micro_batches=partition.micro_batches_per_replica[place.replica],
         )
     return entry
 
 
-def write_workload(spec: Spec, staging: Path, progress: Progress | None = None) -> WorkloadPlan:
-    """Build, check and write spec.yaml, manifest.json and workload/ into `staging`."""
+def write_workload(
+    spec: Spec, staging: Path, progress: Progress | None = None, per_rank: bool = False
+) -> WorkloadPlan:
+    """Build, check and write spec.yaml, manifest.json and workload/ into `staging`: the traces by
+    class (`rank_classes`), and with `per_rank` also every rank's `workload.<rank>.et` from them."""
     plan = plan_workload(spec)
-    (staging / rundir.WORKLOAD_DIR).mkdir(parents=True, exist_ok=True)
-    for rank, data in encoded_traces(plan, progress):
-        write_trace(staging / f"{rundir.WORKLOAD_PREFIX}.{rank}.et", [data])
+    classes, data = class_traces(plan)
+    (staging / CLASS_DIR).mkdir(parents=True, exist_ok=True)
+    for name, trace in zip(classes.traces, data, strict=True):
+        write_trace(staging / name, [trace])
+    write_class_map(staging, classes)
+    if per_rank:
+        for rank, trace in rank_traces(staging, classes):
+            write_trace(staging / f"{rundir.WORKLOAD_PREFIX}.{rank}.et", [trace])
+            if progress:
+                progress(1)
+    elif progress:
+        progress(plan.layout.num_ranks)
     copy_tables(spec.collectives.nccl_tests, staging)
     (staging / rundir.COMM_GROUPS).write_text(json.dumps({g.id: list(g.ranks) for g in plan.groups}) + "\n")
-    (staging / rundir.MANIFEST).write_text(json.dumps(manifest(plan), indent=1) + "\n")
+    (staging / rundir.MANIFEST).write_text(manifest_text(manifest(plan)))
     rundir.write_spec(staging, spec.model_dump(mode="json"))
     return plan
+
+
+# Past this many ranks the manifest is written compactly: indented JSON goes through the json module's
+# pure-Python encoder, seconds for 100,000 ranks; compact JSON through its C encoder.
+READABLE_MANIFEST_RANKS = 4096
+
+
+def manifest_text(document: dict[str, Any]) -> str:
+    if len(document.get("ranks", ())) <= READABLE_MANIFEST_RANKS:
+        return json.dumps(document, indent=1) + "\n"
+    return json.dumps(document, separators=(",", ":")) + "\n"

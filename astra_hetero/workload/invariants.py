@@ -52,19 +52,52 @@ def check_bound(ranks: list[tuple[RankBinding, ClassSummary]], groups: dict[str,
     _check_collectives(ranks, groups)
 
 
+Messages = tuple[tuple[int, int], ...]  # (tag, size), sorted
+
+
 def _check_point_to_point(ranks: list[tuple[RankBinding, ClassSummary]]) -> None:
-    sent: dict[tuple[int, int, int], list[int]] = defaultdict(list)
-    received: dict[tuple[int, int, int], list[int]] = defaultdict(list)
+    """Every (sender, receiver) pair's sends and recvs are the same (tag, size) multiset, no tag twice.
+    Built per class and peer role, then bound: a rank costs its peers, not its messages."""
+    by_class: dict[int, tuple[dict[str, Messages], dict[str, Messages]]] = {}
+    sent: dict[tuple[int, int], Messages] = {}
+    received: dict[tuple[int, int], Messages] = {}
     for binding, summary in ranks:
-        for role, tag, size in summary.sends:
-            sent[(binding.rank, binding.peers[role], tag)].append(size)
-        for role, tag, size in summary.recvs:
-            received[(binding.peers[role], binding.rank, tag)].append(size)
+        roles = by_class.get(id(summary))
+        if roles is None:
+            roles = by_class[id(summary)] = (_by_role(summary.sends), _by_role(summary.recvs))
+        rank, peers = binding.rank, binding.peers
+        for role, messages in roles[0].items():
+            key = (rank, peers[role])
+            sent[key] = messages if key not in sent else tuple(sorted(sent[key] + messages))
+        for role, messages in roles[1].items():
+            key = (peers[role], rank)
+            received[key] = messages if key not in received else tuple(sorted(received[key] + messages))
     for key in sent.keys() | received.keys():
-        if sent.get(key) != received.get(key) or len(sent[key]) != 1:
-            src, dst, tag = key
+        mine, theirs = sent.get(key, ()), received.get(key, ())
+        tags = [tag for tag, _ in mine]
+        if mine != theirs or len(set(tags)) != len(tags):
+            _mismatch(key, mine, theirs)
+
+
+def _by_role(messages: tuple[tuple[str, int, int], ...]) -> dict[str, Messages]:
+    out: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for role, tag, size in messages:
+        out[role].append((tag, size))
+    return {role: tuple(sorted(m)) for role, m in out.items()}
+
+
+def _mismatch(key: tuple[int, int], sends: Messages, recvs: Messages) -> None:
+    src, dst = key
+    by_tag: dict[int, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
+    for tag, size in sends:
+        by_tag[tag][0].append(size)
+    for tag, size in recvs:
+        by_tag[tag][1].append(size)
+    for tag in sorted(by_tag):
+        sizes, got = by_tag[tag]
+        if sizes != got or len(sizes) != 1:
             raise WorkloadInvariantError(
-                f"send/recv mismatch {src}->{dst} tag {tag}: sends {sent.get(key)}, recvs {received.get(key)}"
+                f"send/recv mismatch {src}->{dst} tag {tag}: sends {sizes or None}, recvs {got or None}"
             )
 
 
@@ -72,10 +105,13 @@ def _check_collectives(
     ranks: list[tuple[RankBinding, ClassSummary]], groups: dict[str, tuple[int, ...]]
 ) -> None:
     issued: dict[str, dict[int, tuple[tuple[str, int], ...]]] = defaultdict(dict)
+    members_of: dict[str, frozenset[int]] = {}
     for binding, summary in ranks:
         for role, sequence in summary.collectives.items():
             group = binding.groups.get(role, "")
-            if group not in groups or binding.rank not in groups[group]:
+            if group in groups and group not in members_of:
+                members_of[group] = frozenset(groups[group])
+            if group not in groups or binding.rank not in members_of[group]:
                 raise WorkloadInvariantError(
                     f"rank {binding.rank} issues a {role} collective on group {group!r} it is not a member of"
                 )

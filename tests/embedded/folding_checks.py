@@ -81,4 +81,4 @@ def symmetric_job(
         },
         "collectives": {"model": collective_model},
     }
-    return build_run_dir(parse_spec(data), root).root
+    return build_run_dir(parse_spec(data), root, per_rank=True).root

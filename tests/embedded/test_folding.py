@@ -17,6 +17,7 @@ from astra_hetero import chakra_io
 from astra_hetero.chakra_io import pb
 from astra_hetero.jobs.load import load_run_spec, parse_run_spec
 from astra_hetero.pipeline import build_run_dir
+from astra_hetero.rank_classes import CLASS_MAP
 from astra_hetero.spec import parse_spec
 from tests.embedded.folding_checks import assert_same_simulation, simulate_both, symmetric_job
 
@@ -55,11 +56,18 @@ def _scaled(path: Path, model: str):
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_every_shipped_example_folds_to_the_rank_by_rank_result(tmp_path, example, model):
     spec = _scaled(example, model)
-    build_run_dir(spec, tmp_path / "run")
+    build_run_dir(spec, tmp_path / "run", per_rank=True)
     folded, plain = simulate_both(tmp_path / "run")
     assert folded.meta["collective_model"] == model
     assert_same_simulation(folded, plain)
     assert folded.meta["folding"]["rank_classes"] < spec.cluster.num_gpus  # something was folded
+    if (tmp_path / "run" / CLASS_MAP).is_file():  # the same directory read through its traces by class
+        for trace in (tmp_path / "run" / "workload").glob("workload.*.et"):
+            trace.unlink()
+        by_class, by_class_plain = simulate_both(tmp_path / "run")
+        assert_same_simulation(by_class, folded)
+        assert_same_simulation(by_class_plain, plain)
+        assert by_class.meta["folding"]["rank_classes"] == folded.meta["folding"]["rank_classes"]
 
 
 def _symmetric_run(root: Path, model: str) -> Path:

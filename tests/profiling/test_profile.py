@@ -64,9 +64,9 @@ def test_profiled_table_replays_the_measured_times_in_the_generator(tmp_path, va
     write_calibration(table, rows)
     loaded = load_calibration(table)  # the generator's own reader accepts every row
     assert len(loaded.rows) == len(rows) and {r.gpu for r in loaded.rows} == {"h100-sxm"}
-    plain = build_run_dir(spec, tmp_path / "plain", topology=False)
+    plain = build_run_dir(spec, tmp_path / "plain", topology=False, per_rank=True)
     calibrated_spec = parse_spec({**h100_spec_data(**variant), "calibration": str(table)})
-    calibrated = build_run_dir(calibrated_spec, tmp_path / "calibrated", topology=False)
+    calibrated = build_run_dir(calibrated_spec, tmp_path / "calibrated", topology=False, per_rank=True)
     for rank in range(spec.cluster.num_gpus):  # every timed operator is 25 % slower, nothing else moves
         ratio = compute_us(calibrated.root, rank) / compute_us(plain.root, rank)
         assert ratio == pytest.approx(1.25, rel=0.01)

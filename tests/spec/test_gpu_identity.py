@@ -30,7 +30,7 @@ def two_h100_groups(second_gpu) -> dict:
 
 
 def compute_us_by_label(tmp_path, data) -> dict[str, float]:
-    run = build_run_dir(parse_spec(data), tmp_path / "run", topology=False)
+    run = build_run_dir(parse_spec(data), tmp_path / "run", topology=False, per_rank=True)
     manifest = json.loads((run.root / "manifest.json").read_text())
     totals: dict[str, list[float]] = {}
     for rank in manifest["ranks"]:

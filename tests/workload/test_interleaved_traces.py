@@ -32,7 +32,7 @@ def interleaved_data(**partition) -> dict:
 
 
 def generate(root: Path, data: dict) -> tuple[Path, dict, dict[int, list]]:
-    build_run_dir(parse_spec(data), root, topology=True)
+    build_run_dir(parse_spec(data), root, topology=True, per_rank=True)
     manifest = json.loads((root / "manifest.json").read_text())
     traces = {
         r: read_with_chakra(root / f"workload/workload.{r}.et")[1] for r in range(manifest["num_ranks"])

@@ -127,7 +127,7 @@ def test_memory_is_checked_per_cell_on_its_own_gpu():
 def test_idle_gpus_get_a_zero_duration_trace_and_no_stage_in_manifest_or_result(tmp_path: Path):
     grid = [["h100", "h100", "a100"], ["h100", "a100", "a100"]]
     spec = parse_spec(with_mapping({"grid": grid, "allow_idle_gpus": True}, dp=3, global_batch_size=12))
-    run = pipeline.build_run_dir(spec, tmp_path / "run")
+    run = pipeline.build_run_dir(spec, tmp_path / "run", per_rank=True)
     manifest = json.loads((run.root / "manifest.json").read_text())
     idle = manifest["idle_ranks"]
     assert len(idle) == 4

@@ -19,7 +19,7 @@ from tests.workload.traces import attrs, read_with_chakra
 
 def generate(tmp_path: Path, data: dict) -> tuple[Path, dict, dict[int, list]]:
     out = tmp_path / "run"
-    build_run_dir(parse_spec(data), out, topology=False)
+    build_run_dir(parse_spec(data), out, topology=False, per_rank=True)
     manifest = json.loads((out / "manifest.json").read_text())
     traces = {r: read_with_chakra(out / f"workload/workload.{r}.et")[1] for r in range(manifest["num_ranks"])}
     return out, manifest, traces

@@ -23,6 +23,7 @@ from astra_hetero.backends.astrasim.partial import BackendTimedOut, partial_run,
 from astra_hetero.backends.astrasim.process import ProcessOutcome, run_native
 from astra_hetero.errors import BackendFailed, BackendUnavailable, RunDirError
 from astra_hetero.manifest_jobs import read_jobs
+from astra_hetero.rank_classes import has_class_map, materialize
 from astra_hetero.results.jobs import with_job_records
 from astra_hetero.results.model import APPROXIMATION, RankResult, RunOutput, RunResult, optional_int
 
@@ -63,6 +64,8 @@ class AstraSimBackend:
         """The simulator's result, its first warning saying what ASTRA-sim could not be told exactly."""
         run_dir = Path(run_dir)
         refuse_dynamics(run_dir, self.name, self.iterations)
+        if has_class_map(run_dir):  # traces by class: ASTRA-sim reads one file per rank
+            materialize(run_dir)
         manifest = rundir.RunDir(run_dir).read_manifest()
         jobs = read_jobs(manifest, len(rank_labels(manifest, run_dir)), run_dir / rundir.MANIFEST)
         refuse_schedule(jobs, self.name)

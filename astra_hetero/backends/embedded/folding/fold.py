@@ -21,7 +21,7 @@ import numpy as np
 
 from astra_hetero.backends.embedded.folding.comm import FoldedComm
 from astra_hetero.backends.embedded.folding.quotient import FoldedNetwork, Splits, fold_network
-from astra_hetero.backends.embedded.folding.shapes import TraceShapes, read_shapes
+from astra_hetero.backends.embedded.folding.shapes import TraceShapes, class_shapes, read_shapes
 from astra_hetero.backends.embedded.folding.symmetry import RankClasses, rank_classes
 from astra_hetero.backends.embedded.network.phases import CommPlanner
 from astra_hetero.backends.embedded.network.planners import comm_planner
@@ -50,10 +50,17 @@ def fold(
     """Classes and folded communication for `sim`; `rank_keys` (one per rank) separates ranks that
     the files alone would treat alike (a per-rank perturbation), `link_keys` (bundle of `router` ->
     key) bundles alike (a timed change of some links)."""
-    shapes = read_shapes(sim.trace_paths, sim.num_ranks, workers, sim.roofline)
-    for rank in range(sim.num_ranks):
-        trace = shapes.shapes[shapes.shape_of[rank]].trace
-        check_compute_times(trace, sim.trace_paths[rank], sim.is_idle(rank), sim.system_file)
+    if sim.classes is not None:
+        shapes = class_shapes(sim.trace_paths, sim.classes, sim.roofline)
+    else:
+        shapes = read_shapes(sim.trace_paths, sim.num_ranks, workers, sim.roofline)
+    checked = set()
+    for rank in range(sim.num_ranks):  # each shape once per idle flag: the rest would repeat the check
+        key = (shapes.shape_of[rank], sim.is_idle(rank))
+        if key not in checked:
+            checked.add(key)
+            trace = shapes.shapes[key[0]].trace
+            check_compute_times(trace, sim.trace_paths[rank], key[1], sim.system_file)
     if not _consistent(sim, shapes):
         return None
     keys: list[Hashable] = [
@@ -96,30 +103,44 @@ def _representative(sim: SimInput, shapes: TraceShapes, rank: int) -> RankTrace:
 
 def _consistent(sim: SimInput, shapes: TraceShapes) -> bool:
     """Every pg_name is a group holding its rank, and sends and recvs pair up (one numpy pass)."""
+    member_sets: dict[str, frozenset[int]] = {}
     for rank, names in enumerate(shapes.groups):
         for name in names:
-            members = sim.groups.get(name)
-            if members is None or rank not in members:
+            members = member_sets.get(name)
+            if members is None:
+                if name not in sim.groups:
+                    return False
+                members = member_sets[name] = frozenset(sim.groups[name])
+            if rank not in members:
                 return False
-    sends, recvs = [], []
-    for rank in range(sim.num_ranks):
-        shape = shapes.shapes[shapes.shape_of[rank]]
+    # sends and recvs pair up: per shape and peer position the tags sent and received, then for each
+    # rank and peer the tags it sends there are those the peer receives from it (and the reverse)
+    slot_tags: dict[tuple[int, int], tuple[tuple[int, ...], tuple[int, ...]]] = {}
+    for number, shape in enumerate(shapes.shapes):
         if not len(shape.peer_pattern):
             continue
         p2p = shape.trace.kinds > KIND_COLL
-        kinds, tags = shape.trace.kinds[p2p], shape.trace.tags[p2p]
-        peers = np.array(shapes.peers[rank])[list(shape.peer_pattern)]
-        me = np.full(len(peers), rank)
-        is_send = kinds == KIND_SEND
-        sends.append(np.stack([me[is_send], peers[is_send], tags[is_send]], axis=1))
-        recvs.append(np.stack([peers[~is_send], me[~is_send], tags[~is_send]], axis=1))
-    return _same_rows(sends) == _same_rows(recvs) if sends else True
-
-
-def _same_rows(parts: list[np.ndarray]) -> bytes:
-    rows = np.concatenate(parts) if parts else np.zeros((0, 3), np.int64)
-    rows = rows[np.lexsort(rows.T[::-1])]
-    return rows.astype(np.int64).tobytes()
+        is_send = shape.trace.kinds[p2p] == KIND_SEND
+        tags, pattern = shape.trace.tags[p2p], np.array(shape.peer_pattern)
+        for slot in set(shape.peer_pattern):
+            here = pattern == slot
+            sent, received = np.sort(tags[here & is_send]), np.sort(tags[here & ~is_send])
+            slot_tags[(number, slot)] = (tuple(sent.tolist()), tuple(received.tolist()))
+    none: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
+    shape_of, peers = shapes.shape_of, shapes.peers
+    for rank in range(sim.num_ranks):
+        for slot, peer in enumerate(peers[rank]):
+            sent, received = slot_tags.get((shape_of[rank], slot), none)
+            try:
+                back = peers[peer].index(rank)
+            except ValueError:
+                if sent or received:
+                    return False
+                continue
+            their_sent, their_received = slot_tags.get((shape_of[peer], back), none)
+            if sent != their_received or received != their_sent:
+                return False
+    return True
 
 
 def _comm(

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from astra_hetero.astrasim_inputs.system import Roofline
-from astra_hetero.backends.embedded.trace.decode import decode_rank_trace, read_trace_bytes
+from astra_hetero.backends.embedded.trace.classes import check_class_trace
+from astra_hetero.backends.embedded.trace.decode import decode_rank_trace, read_rank_trace, read_trace_bytes
 from astra_hetero.backends.embedded.trace.records import RankTrace
 from astra_hetero.backends.embedded.trace.twins import (
     RankValues,
@@ -36,6 +37,7 @@ from astra_hetero.backends.embedded.trace.twins import (
     twin_values,
     value_spans,
 )
+from astra_hetero.rank_classes import RankClassMap
 
 _PARALLEL_MIN_RANKS = 256  # below this, worker processes cost more than they save
 _RECENT = 8  # representatives a file is compared with before it is decoded itself
@@ -84,6 +86,22 @@ def read_shapes(
         reps.update(part_reps)
         found.update(part_found)
     return _merge(found, reps, len(paths))
+
+
+def class_shapes(
+    paths: Sequence[Path], classes: RankClassMap, roofline: Roofline | None = None
+) -> TraceShapes:
+    """Shapes of a run directory's traces by class (`rank_classes`; `paths`: rank -> its class trace):
+    only the class traces are decoded, every rank's groups and peers come from the map."""
+    decoded: dict[int, tuple[RankTrace, tuple[int, ...], tuple[int, ...]]] = {}
+    for k, rep in enumerate(classes.reps):
+        trace = read_rank_trace(paths[rep], classes.num_ranks, roofline)
+        check_class_trace(trace, classes, k, paths[rep])
+        _, group_pattern, peer_pattern = rank_values(trace)
+        decoded[rep] = (trace, group_pattern, peer_pattern)
+    reps, groups, peers = classes.reps, classes.groups, classes.peers
+    found = {rank: (reps[k], groups[rank], peers[rank]) for rank, k in enumerate(classes.class_of)}
+    return _merge(found, decoded, classes.num_ranks)
 
 
 @dataclass

@@ -47,8 +47,8 @@ class Router:
 
     def __init__(self, topo: Topology) -> None:
         self.topo = topo
-        self.bundle_of, self.bundle_bytes_per_ns = _bundles(topo)
         self._twin = _twin_classes(topo)
+        self.bundle_of, self.bundle_bytes_per_ns = _bundles(topo, self._twin)
         self._edges = self._merged_edges()
         self._edge_to = {node: {e[0]: e for e in edges} for node, edges in self._edges.items()}
         self._peel()
@@ -326,9 +326,9 @@ def _twin_classes(topo: Topology) -> list[int]:
     return twin
 
 
-def _bundles(topo: Topology) -> tuple[list[int], list[float]]:
-    """Directed link -> bundle id, and each bundle's capacity (twin switches' links merged)."""
-    twin_class = _twin_classes(topo)
+def _bundles(topo: Topology, twin_class: list[int]) -> tuple[list[int], list[float]]:
+    """Directed link -> bundle id, and each bundle's capacity (twin switches' links merged;
+    `twin_class`: `_twin_classes(topo)`)."""
     bundle_ids: dict[tuple[int, int], int] = {}
     bundle_of: list[int] = []
     capacity: list[float] = []

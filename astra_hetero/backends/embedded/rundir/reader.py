@@ -25,10 +25,13 @@ from astra_hetero.backends.embedded.rundir.dcqcn_config import DcqcnParams, read
 from astra_hetero.backends.embedded.rundir.link_model import FLUID_MODELS, apply_link_model
 from astra_hetero.backends.embedded.rundir.manifest import MAX_RANKS, ManifestFields, manifest_fields
 from astra_hetero.backends.embedded.rundir.topology import Topology, host_groups, read_topology
+from astra_hetero.backends.embedded.trace.classes import bind_class_trace, check_class_trace
 from astra_hetero.backends.embedded.trace.decode import read_rank_trace
 from astra_hetero.backends.embedded.trace.records import RankTrace
+from astra_hetero.backends.embedded.trace.twins import rank_values
 from astra_hetero.errors import RunDirError
 from astra_hetero.manifest_jobs import RunJob, read_jobs
+from astra_hetero.rank_classes import RankClassMap, has_class_map, read_class_map
 from astra_hetero.results.model import APPROXIMATION
 
 _PARALLEL_MIN_RANKS = 64  # below this, starting worker processes costs more than it saves
@@ -67,6 +70,8 @@ class SimInput:
     astrasim: AstraSimStudy | None = None  # an imported study's own inputs (manifest `astrasim`)
     issue_by_id: bool = False  # ready nodes start lowest Chakra id first (ASTRA-sim's rule)
     jobs: tuple[RunJob, ...] = ()  # several jobs sharing the cluster (manifest `jobs`), else none
+    # traces by class (workload/rank_classes.json): trace_paths then name each rank's class trace
+    classes: RankClassMap | None = None
     dcqcn: DcqcnInputs | None = None  # link_model dcqcn / auto: what the DCQCN fluid model reads
 
     @property
@@ -96,9 +101,20 @@ def read_run_dir(root: Path, collective_model: str | None = None) -> SimInput:
             "`astra-hetero import -o RUN_DIR --workload-configuration PREFIX --system-configuration "
             "SYSTEM.json --network-configuration NETWORK.yml ...` (its own command line) and run RUN_DIR"
         )
-    prefix = _trace_prefix(root, fields.workload_prefix)
-    num_ranks = fields.num_ranks if fields.num_ranks is not None else _count_ranks(root, prefix)
-    paths = _trace_paths(prefix, num_ranks)
+    classes = None
+    # per-rank files, where present (written for ASTRA-sim, or by hand), are what runs: the engine's
+    # own classification checks them; otherwise the traces by class
+    per_rank = (root / f"{rundir.WORKLOAD_PREFIX}.0.et").exists()
+    if not per_rank and has_class_map(root) and fields.workload_prefix in (None, rundir.WORKLOAD_PREFIX):
+        classes = read_class_map(root, fields.num_ranks)
+        prefix = root / rundir.WORKLOAD_PREFIX
+        num_ranks = classes.num_ranks
+        class_paths = [root / t for t in classes.traces]
+        paths = [class_paths[k] for k in classes.class_of]
+    else:
+        prefix = _trace_prefix(root, fields.workload_prefix)
+        num_ranks = fields.num_ranks if fields.num_ranks is not None else _count_ranks(root, prefix)
+        paths = _trace_paths(prefix, num_ranks)
     file_topology = read_topology(root / rundir.NS3_TOPOLOGY, num_ranks)
     topology, link_model = apply_link_model(file_topology, root, manifest)
     dcqcn = None
@@ -148,12 +164,15 @@ def read_run_dir(root: Path, collective_model: str | None = None) -> SimInput:
         study,
         fields.issue_by_id,
         read_jobs(manifest, num_ranks, manifest_path),
+        classes,
         dcqcn,
     )
 
 
 def read_traces(sim: SimInput, ranks: list[int], workers: int | None = None) -> list[RankTrace]:
     """Decode the traces of `ranks` (in that order), in worker processes when there are many."""
+    if sim.classes is not None:
+        return _class_traces(sim, sim.classes, ranks)
     paths = [sim.trace_paths[r] for r in ranks]
     workers = workers if workers is not None else min(2, os.cpu_count() or 1)
     if workers <= 1 or len(paths) < _PARALLEL_MIN_RANKS:
@@ -169,6 +188,24 @@ def read_traces(sim: SimInput, ranks: list[int], workers: int | None = None) -> 
             )
     for rank, trace in zip(ranks, traces, strict=True):
         check_compute_times(trace, sim.trace_paths[rank], sim.is_idle(rank), sim.system_file)
+    return traces
+
+
+def _class_traces(sim: SimInput, classes: RankClassMap, ranks: list[int]) -> list[RankTrace]:
+    """Each class trace decoded once, bound to every rank of `ranks` in its class."""
+    decoded: dict[int, tuple[RankTrace, tuple[int, ...]]] = {}
+    traces = []
+    for rank in ranks:
+        k = classes.class_of[rank]
+        if k not in decoded:
+            trace = read_rank_trace(sim.trace_paths[rank], sim.num_ranks, sim.roofline)
+            check_class_trace(trace, classes, k, sim.trace_paths[rank])
+            check_compute_times(trace, sim.trace_paths[rank], sim.is_idle(rank), sim.system_file)
+            decoded[k] = (trace, rank_values(trace)[2])
+        trace, peer_pattern = decoded[k]
+        if sim.is_idle(rank) != sim.is_idle(classes.reps[k]):
+            check_compute_times(trace, sim.trace_paths[rank], sim.is_idle(rank), sim.system_file)
+        traces.append(bind_class_trace(trace, peer_pattern, classes.groups[rank], classes.peers[rank]))
     return traces
 
 

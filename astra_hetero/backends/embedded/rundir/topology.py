@@ -82,8 +82,9 @@ def parse_topology(text: str, source: str = "topology.txt", num_ranks: int = 0) 
         [],
         [[] for _ in range(num_nodes)],
     )
+    checked: dict[tuple[str, str], tuple[float, int]] = {}  # (rate, delay) texts: a fabric has few
     for number, fields in link_lines:
-        _add_link(topo, fields, source, number)
+        _add_link(topo, fields, source, number, checked)
     return topo
 
 
@@ -92,7 +93,13 @@ def _check_node(node: int, num_nodes: int, source: str, line: int) -> None:
         raise RunDirError(f"{source}:{line}: node id {node} outside 0..{num_nodes - 1}")
 
 
-def _add_link(topo: Topology, fields: list[str], source: str, line: int) -> None:
+def _add_link(
+    topo: Topology,
+    fields: list[str],
+    source: str,
+    line: int,
+    checked: dict[tuple[str, str], tuple[float, int]],
+) -> None:
     if len(fields) < 4:
         raise RunDirError(f"{source}:{line}: expected 'src dst RATE DELAY ERROR_RATE'")
     try:
@@ -101,38 +108,44 @@ def _add_link(topo: Topology, fields: list[str], source: str, line: int) -> None
         raise RunDirError(
             f"{source}:{line}: link ends {fields[0]!r} {fields[1]!r} must be node ids"
         ) from None
-    try:
-        gbps = _rate_gbps(fields[2])
-    except ValueError:
-        raise RunDirError(
-            f"{source}:{line}: {fields[2]!r} is not a link rate (expected e.g. 400Gbps)"
-        ) from None
-    try:
-        delay = _delay_ns(fields[3])
-    except ValueError:
-        raise RunDirError(
-            f"{source}:{line}: {fields[3]!r} is not a link delay (expected e.g. 0.0005ms)"
-        ) from None
     for node in (src, dst):
         _check_node(node, topo.num_nodes, source, line)
     if src == dst:
         raise RunDirError(f"{source}:{line}: a link needs two distinct ends")
-    if not 0 < gbps < math.inf:
-        raise RunDirError(f"{source}:{line}: rate {fields[2]!r} must be positive and finite")
-    if not units.MIN_LINK_GBPS <= gbps <= units.MAX_LINK_GBPS:  # the spec's bounds (spec/types.py)
-        raise RunDirError(
-            f"{source}:{line}: rate {fields[2]!r} is not a physical link rate (at least "
-            f"{units.MIN_LINK_GBPS:g} Gbps, at most {units.MAX_LINK_GBPS:g} Gbps)"
-        )
-    if not 0 <= delay <= MAX_DELAY_NS:
-        raise RunDirError(f"{source}:{line}: delay {fields[3]!r} must be between 0 and 1 s")
-    delay_ns = round(delay)
+    bytes_per_ns, delay_ns = checked.get((fields[2], fields[3])) or _link_values(
+        fields[2], fields[3], source, line
+    )
+    checked[(fields[2], fields[3])] = (bytes_per_ns, delay_ns)
     for a, b in ((src, dst), (dst, src)):
         topo.out_links[a].append(len(topo.link_src))
         topo.link_src.append(a)
         topo.link_dst.append(b)
-        topo.link_bytes_per_ns.append(units.gbps_to_bytes_per_ns(gbps))
+        topo.link_bytes_per_ns.append(bytes_per_ns)
         topo.link_delay_ns.append(delay_ns)
+
+
+def _link_values(rate: str, delay_text: str, source: str, line: int) -> tuple[float, int]:
+    """A link's capacity (bytes/ns) and delay (ns) from its texts, checked."""
+    try:
+        gbps = _rate_gbps(rate)
+    except ValueError:
+        raise RunDirError(f"{source}:{line}: {rate!r} is not a link rate (expected e.g. 400Gbps)") from None
+    try:
+        delay = _delay_ns(delay_text)
+    except ValueError:
+        raise RunDirError(
+            f"{source}:{line}: {delay_text!r} is not a link delay (expected e.g. 0.0005ms)"
+        ) from None
+    if not 0 < gbps < math.inf:
+        raise RunDirError(f"{source}:{line}: rate {rate!r} must be positive and finite")
+    if not units.MIN_LINK_GBPS <= gbps <= units.MAX_LINK_GBPS:  # the spec's bounds (spec/types.py)
+        raise RunDirError(
+            f"{source}:{line}: rate {rate!r} is not a physical link rate (at least "
+            f"{units.MIN_LINK_GBPS:g} Gbps, at most {units.MAX_LINK_GBPS:g} Gbps)"
+        )
+    if not 0 <= delay <= MAX_DELAY_NS:
+        raise RunDirError(f"{source}:{line}: delay {delay_text!r} must be between 0 and 1 s")
+    return units.gbps_to_bytes_per_ns(gbps), round(delay)
 
 
 @lru_cache(maxsize=256)
