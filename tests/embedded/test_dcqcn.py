@@ -351,3 +351,20 @@ def test_auto_on_a_fabric_without_step_downs_is_the_flow_model(tmp_path):
         results[model] = EmbeddedBackend(timeline=False).run(root).result
     assert results["auto"].iteration_time_us == results["ns3_packets"].iteration_time_us
     assert "dcqcn" not in results["auto"].meta
+
+
+def test_each_message_of_a_ring_starts_a_new_queue_pair_at_line_rate():
+    """ASTRA-sim sends a ring's steps as messages in turn, each on a new queue pair in ns-3: each
+    starts at line rate, learns nothing from the one before, and is cut again at a step-down."""
+    params = ns3_defaults()
+    times, cuts = [], []
+    for messages in (1, 2):
+        links = [FluidLink(False, 0.0), switch_link(KMIN_100, KMAX_100, 0.2, params)]
+        net = DcqcnNetwork([400 * GBPS, 100 * GBPS], links, params)
+        flow = FluidFlow(((0, 1.0), (1, 1.0)), 20e6, None)
+        flow.messages = messages
+        run(net, [(0, flow)])
+        times.append(flow.done_at)
+        cuts.append(net.stats()["rate_cuts"])
+    assert times[1] > times[0] > 20e6 / (100 * GBPS)  # slower than the bottleneck, more so in two
+    assert cuts[1] >= cuts[0] + 3  # the second message's first cuts: 400 -> 200 -> 100 -> below

@@ -108,8 +108,13 @@ class _Sub:
         self.flow = flow
         self.links = links
         self.levels = levels  # [(level, [(link, weight, arrival weight)])] in path order
+        self.line = line
+        self.start(num_bytes)
+
+    def start(self, num_bytes: float) -> None:
+        """A new queue pair for a message of `num_bytes`: line rate, nothing learnt (ns-3's QP)."""
         self.remaining = num_bytes
-        self.rc = self.rt = self.line = line
+        self.rc = self.rt = self.line
         self.alpha, self.stage, self.timer_at, self.first_cnp = 1.0, 0, NEVER_NS, True
         self.credit = self.ready = 0.0
         self.x = 0.0  # the rate it injects at now (bytes per ns)
@@ -118,15 +123,19 @@ class _Sub:
 
 class FluidFlow(Flow):
     """A flow of the fluid model; `paths` (set by the engine from the phase plan): its sub-flows'
-    links in the plan's link ids (bundles), empty for one sub-flow over `links`."""
+    links in the plan's link ids (bundles), empty for one sub-flow over `links`; `messages`: the
+    bytes go as that many messages in turn (ring steps), each on a new queue pair once every
+    sub-flow's previous one has arrived."""
 
-    __slots__ = ("paths", "subs", "done_at")
+    __slots__ = ("paths", "messages", "message_bytes", "subs", "done_at")
 
     def __init__(
         self, links: tuple[tuple[int, float], ...], num_bytes: float, owner: object, solo_rate: float = 0.0
     ) -> None:
         super().__init__(links, num_bytes, owner, solo_rate)
         self.paths: tuple[tuple[tuple[int, float], ...], ...] = ()
+        self.messages = 1  # messages left, the one under way included
+        self.message_bytes = 0.0
         self.subs: list[_Sub] = []
         self.done_at = NEVER_NS
 
@@ -170,6 +179,7 @@ class DcqcnNetwork:
         self._by_level: list[list[tuple[_Sub, list[tuple[int, float, float]]]]] | None = []
         self._used: list[int] = []
         self._used_queues: list[int] = []  # queues some sub-flow crosses (others stay as they are)
+        self._waiting: dict[FluidFlow, int] = {}  # flows between messages -> when the next one starts
 
     # --- the flow model's interface ----------------------------------------------------------------
     def add(self, flow: Flow, now: int) -> list[Flow]:
@@ -177,11 +187,13 @@ class DcqcnNetwork:
             raise TypeError("DcqcnNetwork carries FluidFlow objects")
         self._advance(now)
         flow.updated_at = now
+        flow.messages = max(1, flow.messages)
+        flow.message_bytes = flow.remaining / flow.messages
         for links, spread in self._sub_links(flow):
             by_level: dict[float, list[tuple[int, float, float]]] = {}
             for link, w in links:
                 by_level.setdefault(self.links[link].level, []).append((link, w, w * spread[link]))
-            sub = _Sub(flow, links, sorted(by_level.items()), flow.remaining, self._line(links))
+            sub = _Sub(flow, links, sorted(by_level.items()), flow.message_bytes, self._line(links))
             flow.subs.append(sub)
             self.subs[sub] = None
         self._by_level = None
@@ -191,6 +203,7 @@ class DcqcnNetwork:
         self._advance(now)
         for sub in flow.subs:  # type: ignore[attr-defined]
             self.subs.pop(sub, None)
+        self._waiting.pop(flow, None)  # type: ignore[call-overload]
         self._by_level = None
         return self._settle(now)
 
@@ -201,6 +214,13 @@ class DcqcnNetwork:
         if self.stepping and now % self._tick == 0:
             self._cuts(now)
         self._increases(now)
+        for flow in [f for f, at in self._waiting.items() if at <= now]:  # next messages start
+            del self._waiting[flow]
+            flow.messages -= 1
+            for sub in flow.subs:
+                sub.start(flow.message_bytes)
+                self.subs[sub] = None
+            self._by_level = None
         return self._settle(now)
 
     def set_capacities(self, capacities: dict[int, float], now: int) -> list[Flow]:
@@ -338,7 +358,11 @@ class DcqcnNetwork:
             sub.done_at = now + self._drain_ns(sub)
         for flow in dict.fromkeys(sub.flow for sub in ended):
             if all(sub.done_at != NEVER_NS for sub in flow.subs):
-                flow.done_at = max(sub.done_at for sub in flow.subs)
+                arrived = max(sub.done_at for sub in flow.subs)
+                if flow.messages > 1:  # the next ring step: new queue pairs once this one arrived
+                    self._waiting[flow] = max(arrived, now + 1)
+                    continue
+                flow.done_at = arrived
                 flow.remaining = 0.0
                 flow.version += 1
                 finished.append(flow)
@@ -471,6 +495,8 @@ class DcqcnNetwork:
             wake = min(wake, sub.timer_at)
             if sub.x > 0:
                 wake = min(wake, now + max(1, _ceil(sub.remaining / sub.x)))
+        if self._waiting:
+            wake = min(wake, min(self._waiting.values()))
         self.stepping = marking
         if marking:
             wake = min(wake, (now // self._tick + 1) * self._tick)

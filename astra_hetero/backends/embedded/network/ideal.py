@@ -71,4 +71,6 @@ class IdealCommPlanner:
                 paths.append(tuple(route.links))
         sorted_links = tuple(sorted(links.items()))
         solo = solo_rate(sorted_links, self.router.bundle_bytes_per_ns) if sorted_links else 0.0
-        return PhasePlan(sorted_links, fraction, steps * latency, solo, memory_ns_per_byte, tuple(paths))
+        return PhasePlan(
+            sorted_links, fraction, steps * latency, solo, memory_ns_per_byte, tuple(paths), max(1, steps)
+        )
