@@ -99,6 +99,8 @@ def _expanded(raw: bytes, run_dir: Path, path: Path) -> bytes:
     from the manifest beside it (None without one)."""
     try:
         data = json.loads(raw)
+        if isinstance(data, dict) and "rank_classes" not in data:
+            return raw  # the name appeared elsewhere (meta.folding counts rank classes too)
         classes = data.pop("rank_classes")
         labels = (
             json.loads((run_dir / MANIFEST).read_bytes()).get("ranks")
@@ -137,7 +139,7 @@ def read_result(run_dir: Path) -> RunResult:
         raw = path.read_bytes()
     except OSError as exc:
         raise RunDirError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    if b'"rank_classes"' in raw[:4096] or b'"rank_classes": [' in raw:
+    if b'"rank_classes"' in raw:
         raw = _expanded(raw, Path(run_dir), path)
     result = _from_json(raw, path)
     problem = time_problem(result)

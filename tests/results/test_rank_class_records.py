@@ -26,3 +26,13 @@ def test_below_the_threshold_every_rank_is_listed(tmp_path):
     result = run_spec(parse_spec(make_spec_data()), tmp_path / "run", timeline="none")
     data = json.loads((tmp_path / "run" / "result.json").read_text())
     assert "rank_classes" not in data and len(data["ranks"]) == result.num_ranks
+    assert io.read_result(tmp_path / "run") == result
+
+
+def test_rank_classes_named_inside_meta_do_not_make_a_result_by_class(tmp_path):
+    """The folding record counts `rank_classes` too; only the top-level key means records by class."""
+    result = run_spec(parse_spec(make_spec_data()), tmp_path / "run", timeline="none")
+    data = json.loads((tmp_path / "run" / "result.json").read_text())
+    data.setdefault("meta", {})["folding"] = {"rank_classes": 2}
+    (tmp_path / "run" / "result.json").write_text(json.dumps(data))
+    assert io.read_result(tmp_path / "run").ranks == result.ranks
