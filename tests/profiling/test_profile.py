@@ -64,10 +64,6 @@ def gpu_times_us(run_root, rank: int) -> dict[str, tuple[int, bool]]:
     }
 
 
-def compute_us(run_root, rank: int) -> float:
-    return sum(duration for duration, _ in gpu_times_us(run_root, rank).values())
-
-
 @pytest.mark.parametrize("variant", [{}, {"recompute": "selective", "sequence_parallel": True}])
 def test_profiled_table_replays_the_measured_times_in_the_generator(tmp_path, variant):
     spec = parse_spec(h100_spec_data(**variant))
