@@ -84,3 +84,15 @@ def spec(spec_data: dict[str, Any]):
     from astra_hetero.spec import parse_spec
 
     return parse_spec(spec_data)
+
+
+EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+# examples/*.yaml that are not specs: the list of reproducible experiments (studies/expectations.py)
+NOT_SPECS = ("experiments.yaml",)
+
+
+def example_specs() -> list:
+    """The spec files shipped at the top of examples/ (pathlib.Path objects, sorted)."""
+    from pathlib import Path
+
+    return sorted(p for p in Path(EXAMPLES_DIR).glob("*.yaml") if p.name not in NOT_SPECS)
