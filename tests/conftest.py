@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,12 +21,6 @@ settings.register_profile(
 )
 settings.register_profile("explore", max_examples=2000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
-
-# The specs shipped in examples/ (one file per job); experiments.yaml there is the experiments list,
-# not a spec.
-EXAMPLE_SPECS = sorted(
-    p for p in (Path(__file__).parents[1] / "examples").glob("*.yaml") if p.name != "experiments.yaml"
-)
 
 
 def budget(examples: int) -> int:
@@ -91,3 +84,15 @@ def spec(spec_data: dict[str, Any]):
     from astra_hetero.spec import parse_spec
 
     return parse_spec(spec_data)
+
+
+EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+# examples/*.yaml that are not specs: the list of reproducible experiments (studies/expectations.py)
+NOT_SPECS = ("experiments.yaml",)
+
+
+def example_specs() -> list:
+    """The spec files shipped at the top of examples/ (pathlib.Path objects, sorted)."""
+    from pathlib import Path
+
+    return sorted(p for p in Path(EXAMPLES_DIR).glob("*.yaml") if p.name not in NOT_SPECS)

@@ -19,10 +19,10 @@ from astra_hetero.jobs.load import load_run_spec, parse_run_spec
 from astra_hetero.pipeline import build_run_dir
 from astra_hetero.rank_classes import CLASS_MAP
 from astra_hetero.spec import parse_spec
+from tests.conftest import example_specs
 from tests.embedded.folding_checks import assert_same_simulation, simulate_both, symmetric_job
-from tests.conftest import EXAMPLE_SPECS
 
-EXAMPLES = EXAMPLE_SPECS
+EXAMPLES = example_specs()
 MODELS = ("nccl", "ideal")
 
 
