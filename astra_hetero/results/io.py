@@ -137,7 +137,7 @@ def read_result(run_dir: Path) -> RunResult:
         raw = path.read_bytes()
     except OSError as exc:
         raise RunDirError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    if b'"rank_classes"' in raw[:4096] or b'"rank_classes": [' in raw:
+    if b'\n  "rank_classes": [' in raw:  # the top-level key result_text writes (meta's folding has one too)
         raw = _expanded(raw, Path(run_dir), path)
     result = _from_json(raw, path)
     problem = time_problem(result)

@@ -25,4 +25,5 @@ def test_a_result_of_many_ranks_is_written_by_class_and_read_back_whole(tmp_path
 def test_below_the_threshold_every_rank_is_listed(tmp_path):
     result = run_spec(parse_spec(make_spec_data()), tmp_path / "run", timeline="none")
     data = json.loads((tmp_path / "run" / "result.json").read_text())
-    assert "rank_classes" not in data and len(data["ranks"]) == result.num_ranks
+    assert len(data["ranks"]) == result.num_ranks and "rank_classes" in data["meta"]["folding"]
+    assert io.read_result(tmp_path / "run") == result  # meta's folding.rank_classes is no rank list
