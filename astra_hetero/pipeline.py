@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from astra_hetero import rundir
+from astra_hetero import provenance, rundir
 from astra_hetero.backends.base import create_backend
 from astra_hetero.bounds import WorkLimits, check_work
 from astra_hetero.errors import BackendFailed, RunDirError
@@ -270,6 +270,7 @@ def _simulate(
         manifest = rundir.read_json_object(path / rundir.MANIFEST, "run `astra-hetero generate` first")
         stated = with_throughput(output.result, manifest, str(run.root / rundir.MANIFEST))
         stated = with_job_throughput(stated, manifest)
+        stated = replace(stated, meta=provenance.complete(stated.meta, backend, path))
         output = _with_workload_notes(path, dataclasses.replace(output, result=stated), manifest)
         return _write_result(path, run.root, output, timeline)
 

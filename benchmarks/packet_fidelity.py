@@ -8,6 +8,10 @@ embedded engine's time with ideal links and with ns-3's packet overheads (`link_
 ns3_packets`), their ratios to ns-3, ns-3's wall time and what its flow and PFC files say.
 
     python benchmarks/packet_fidelity.py --bin-dir /work/astra-sim/bin -o runs/packet-fidelity --jobs 2
+    python benchmarks/packet_fidelity.py --embedded-only -o runs/packet-fidelity-embedded
+
+Issue 20 adds the DCQCN fluid model (`link_model: dcqcn`) beside them, and its CPU time over the flow
+model's (`ns3_packets`) on each cluster, best of three runs (target: at most 10x).
 
 --calibrate instead runs one short ns-3 case that none of the study's clusters is: two single-GPU
 nodes, an H100 at 400 Gbit/s and an A100 at 100 Gbit/s on different leaves of a 2:1 spine-leaf, the
@@ -101,57 +105,88 @@ def calibrate(bin_dir: str, out: Path) -> None:
     )
 
 
+def cpu_seconds(run_dir: Path, repeats: int = 3) -> float:
+    """The embedded engine's CPU time on a built run directory, best of `repeats` (load noise)."""
+    import time
+
+    from astra_hetero.backends.embedded.backend import EmbeddedBackend
+
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.process_time()
+        EmbeddedBackend(timeline=False, workers=1).run(run_dir)
+        best = min(best, time.process_time() - started)
+    return best
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bin-dir", default=os.environ.get("ASTRA_SIM_BIN_DIR"))
+    parser.add_argument("--docker", help="run ns-3 in this image (astra-hetero's Docker image)")
     parser.add_argument("-o", "--output", type=Path, default=ROOT / "runs/packet-fidelity")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--reduced", action="store_true")
     parser.add_argument("--calibrate", action="store_true", help="only calibrate step_down_efficiency")
+    parser.add_argument(
+        "--embedded-only", action="store_true", help="no ns-3: the embedded models and their CPU cost only"
+    )
     args = parser.parse_args()
-    if not args.bin_dir:
-        parser.error("give --bin-dir or set ASTRA_SIM_BIN_DIR (the ns-3 binary is needed)")
+    if not (args.bin_dir or args.docker or args.embedded_only):
+        parser.error("give --bin-dir, --docker or set ASTRA_SIM_BIN_DIR (ns-3 is needed), or --embedded-only")
     if args.calibrate:
         calibrate(args.bin_dir, args.output / "calibration")
         return 0
 
+    import dataclasses
+
     from astra_hetero.studies import build_table, load_study, run_study, write_report
 
     study = load_study(STUDY, reduced=args.reduced)
-    outcomes = run_study(
-        study,
-        args.output,
-        "ns3",
-        {"bin_dir": args.bin_dir, "timeout_s": study.file.timeout_s},
-        jobs=args.jobs,
-    )
+    if args.embedded_only:
+        study = dataclasses.replace(study, points=tuple(p for p in study.points if p.backend == "embedded"))
+    options = {"bin_dir": args.bin_dir, "docker_image": args.docker, "timeout_s": study.file.timeout_s}
+    outcomes = run_study(study, args.output, "ns3", options, jobs=args.jobs)
     table = build_table(study, outcomes)
-    write_report(table, args.output, STUDY)
+    if not args.embedded_only:
+        write_report(table, args.output, STUDY)
     rows = {(r.levels["cluster"], r.levels["simulator"]): r for r in table.rows}
+    by_point = {(o.point.levels["cluster"], o.point.levels["simulator"]): o.run_dir for o in outcomes}
+    models = ["flow-ideal", "flow-packets", "flow-calibrated", "flow-dcqcn"]
     print(
-        f"{'cluster':18} {'ns-3 (ms)':>10} {'ideal/ns-3':>11} {'packets/ns-3':>13} {'ns-3 wall (s)':>14} "
-        f"{'FCT slowdown':>13} {'PFC pauses':>11}"
+        f"{'cluster':18} {'ns-3 (ms)':>10} "
+        + " ".join(f"{m + '/ns-3':>20}" for m in models)
+        + f" {'dcqcn (ms)':>11} {'CPU dcqcn/flow':>15} {'ns-3 wall (s)':>14} {'PFC pauses':>11}"
     )
-    worst = {"flow-ideal": 0.0, "flow-packets": 0.0}
+    worst: dict[str, float] = {}
+    cpu_ratios = []
     for cluster in study.axis("cluster").labels:
-        ns3 = rows[(cluster, "packet-level")]
-        if not ns3.ok:
-            print(f"{cluster:18} failed: {ns3.error}")
-            continue
-        reference = ns3.values["iteration_time_us"]
+        ns3 = rows.get((cluster, "packet-level"))
+        reference = ns3.values["iteration_time_us"] if ns3 is not None and ns3.ok else float("nan")
         ratios = {}
-        for simulator in worst:
+        for simulator in models:
             row = rows[(cluster, simulator)]
             ratios[simulator] = row.values["iteration_time_us"] / reference if row.ok else float("nan")
-            worst[simulator] = max(worst[simulator], abs(ratios[simulator] - 1))
-        wall, slowdown, pauses = (
-            ns3.values.get(key, float("nan"))
-            for key in ("wall_time_s", "ns3_fct_slowdown_mean", "ns3_pfc_pauses")
+            if ratios[simulator] == ratios[simulator]:
+                worst[simulator] = max(worst.get(simulator, 0.0), abs(ratios[simulator] - 1))
+        flow_cpu = cpu_seconds(by_point[(cluster, "flow-packets")])
+        dcqcn_cpu = cpu_seconds(by_point[(cluster, "flow-dcqcn")])
+        cpu_ratios.append(dcqcn_cpu / flow_cpu)
+        wall, pauses = (
+            ns3.values.get(key, float("nan")) if ns3 is not None and ns3.ok else float("nan")
+            for key in ("wall_time_s", "ns3_pfc_pauses")
         )
+        dcqcn_ms = rows[(cluster, "flow-dcqcn")].values.get("iteration_time_us", float("nan")) / 1e3
         print(
-            f"{cluster:18} {reference / 1e3:10.3f} {ratios['flow-ideal']:11.4f} "
-            f"{ratios['flow-packets']:13.4f} {wall:14.1f} {slowdown:13.3f} {pauses:11.0f}"
+            f"{cluster:18} {reference / 1e3:10.3f} "
+            + " ".join(f"{ratios[m]:20.4f}" for m in models)
+            + f" {dcqcn_ms:11.3f} {cpu_ratios[-1]:15.2f} {wall:14.1f} {pauses:11.0f}"
         )
+    low, high = min(cpu_ratios), max(cpu_ratios)
+    print(f"DCQCN fluid model CPU over the flow model: {low:.2f}-{high:.2f}x (target <= 10x)")
+    if args.embedded_only:
+        return 0
+    if not worst:
+        print("no ns-3 run succeeded: nothing compared")
     for simulator, gap in worst.items():
         verdict = "met" if gap <= TARGET else "missed"
         print(f"{simulator}: largest gap to ns-3 {gap:.2%} (target {TARGET:.0%}): {verdict}")

@@ -47,6 +47,11 @@ METRICS: tuple[Column, ...] = (
     Column("ns3_fct_slowdown_mean", "ns-3 flow completion over standalone time, byte-weighted mean", "x"),
     Column("ns3_fct_slowdown_p99", "ns-3 flow completion over standalone time, 99th percentile", "x"),
     Column("ns3_pfc_pauses", "ns-3 PFC pause frames", ""),
+    # points stopped at their budget (status "partial"; backends/astrasim/partial.py)
+    Column("partial_ranks_finished", "ranks finished before the budget ran out", ""),
+    Column(
+        "partial_simulated_us", "simulated time reached before the budget ran out (last ns-3 flow done)", "us"
+    ),
 )
 METRIC_NAMES = tuple(c.name for c in METRICS)
 

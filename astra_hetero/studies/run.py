@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from astra_hetero import __version__, rundir
+from astra_hetero.backends.astrasim.partial import partial_path
 from astra_hetero.studies.plan import Study, StudyPoint
 from astra_hetero.sweep.plan import Sweep
 from astra_hetero.sweep.run import PointOutcome, run_local, run_on_ray
@@ -139,6 +140,7 @@ def _forget(run_dir: Path) -> None:
     """An incomplete point keeps nothing that could pass for its result."""
     for name in (RECORD, rundir.RESULT, rundir.TIMELINE):
         (run_dir / name).unlink(missing_ok=True)
+    partial_path(run_dir).unlink(missing_ok=True)  # a budget-stopped earlier attempt
     shutil.rmtree(run_dir / rundir.LOGS_DIR, ignore_errors=True)
 
 

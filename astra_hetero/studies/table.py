@@ -13,6 +13,7 @@ from typing import Any
 
 from astra_hetero import rundir
 from astra_hetero.backends.astrasim.ns3_outputs import read_ns3_outputs
+from astra_hetero.backends.astrasim.partial import read_partial
 from astra_hetero.errors import AstraHeteroError
 from astra_hetero.results.io import read_result
 from astra_hetero.studies.axes import value_label
@@ -24,6 +25,13 @@ from astra_hetero.studies.schema import Derived
 from astra_hetero.sweep.run import first_line
 
 CSV_NAME = "results.csv"
+# What a point stopped at its budget shows: its partial record's field -> column.
+PARTIAL_COLUMNS = {
+    "wall_time_s": "wall_time_s",
+    "ranks_finished": "partial_ranks_finished",
+    "simulated_us": "partial_simulated_us",
+    "flows_completed": "ns3_flows",
+}
 
 
 @dataclass(frozen=True)
@@ -31,12 +39,13 @@ class Row:
     point: str
     levels: dict[str, str]  # axis -> label
     backend: str
-    status: str  # "ok" | "failed"
+    status: str  # "ok" | "failed" | "partial" (stopped at its budget: `values` has what it had done)
     run_dir: str
     values: dict[str, float] = field(default_factory=dict)  # metric and derived columns
     error: str = ""
     resumed: bool = False
     warnings: tuple[str, ...] = ()
+    provenance: dict[str, Any] | None = None  # result.json's meta.provenance (provenance.py)
 
     @property
     def ok(self) -> bool:
@@ -80,6 +89,14 @@ def _row(outcome: StudyOutcome) -> Row:
         "resumed": outcome.resumed,
     }
     if not outcome.ok:
+        partial = read_partial(outcome.run_dir)
+        if partial is not None:
+            values = {
+                column: float(partial[key])
+                for key, column in PARTIAL_COLUMNS.items()
+                if isinstance(partial.get(key), int | float)
+            }
+            return Row(status="partial", values=values, error=first_line(outcome.error), **base)
         return Row(status="failed", error=first_line(outcome.error) or "failed", **base)
     try:
         result = read_result(outcome.run_dir)
@@ -88,7 +105,9 @@ def _row(outcome: StudyOutcome) -> Row:
     except AstraHeteroError as exc:
         return Row(status="failed", error=first_line(str(exc)), **base)
     values.update(stats.as_columns() if stats else {})
-    return Row(status="ok", values=values, warnings=result.warnings, **base)
+    return Row(
+        status="ok", values=values, warnings=result.warnings, provenance=result.meta.get("provenance"), **base
+    )
 
 
 def add_derived(rows: list[Row], derived: Derived, axes: list[str]) -> list[Row]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import logging
 import multiprocessing
 import signal
@@ -18,6 +19,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
+from astra_hetero.backends.astrasim.partial import BackendTimedOut, partial_path
 from astra_hetero.bounds import WorkLimits
 from astra_hetero.errors import AstraHeteroError, BackendUnavailable, RunDirError
 from astra_hetero.results.model import RunResult
@@ -75,6 +77,11 @@ def run_point(
         result = pipeline.run_spec(
             spec, run_dir, point.backend or backend, limits=limits, force=force, **options
         )
+    except BackendTimedOut as exc:  # stopped at its budget: keep what it had done
+        where = partial_path(run_dir)
+        write_text_atomic(where, json.dumps(exc.partial.as_json(), indent=1) + "\n")
+        logger.info("point %s: stopped at its budget (%s)", point.name, where)
+        return _failed(point, run_dir, f"{exc} (what it had done: {where.name})")
     except AstraHeteroError as exc:
         logger.info("point %s: failed (%s)", point.name, first_line(str(exc)))
         return _failed(point, run_dir, str(exc))
@@ -111,8 +118,10 @@ def run_local(
         return outcomes
     # spawn: the parent runs a progress thread, and forking a threaded process is unsafe. Workers ignore
     # SIGINT: Ctrl-C reaches the whole process group, and the parent alone decides what happens.
+    package = logging.getLogger("astra_hetero")
+    level = package.level if package.handlers else logging.NOTSET  # `-v`: workers log as the parent does
     pool = ProcessPoolExecutor(
-        jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_sigint
+        jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_init_worker, initargs=(level,)
     )
     try:
         futures = {
@@ -137,6 +146,18 @@ def run_local(
 
 def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _init_worker(level: int) -> None:
+    """A worker process: Ctrl-C is the parent's to handle; with `-v`, the package's log records (a long
+    ns-3 run's progress) go to stderr as in the parent."""
+    _ignore_sigint()
+    if level != logging.NOTSET:
+        logger = logging.getLogger("astra_hetero")
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s", "%H:%M:%S"))
+        logger.addHandler(handler)
+        logger.setLevel(level)
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:

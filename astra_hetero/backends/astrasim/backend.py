@@ -7,23 +7,27 @@ log's tail and returns nothing; the caller writes `result.json` only on success.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from astra_hetero import rundir
+from astra_hetero import provenance, rundir
 from astra_hetero.backends.astrasim.command import FLAVORS, Flavor, build_command, run_files
 from astra_hetero.backends.astrasim.dynamics_check import refuse_dynamics
 from astra_hetero.backends.astrasim.jobs import refuse_schedule, solo_times
 from astra_hetero.backends.astrasim.locate import locate_binary
 from astra_hetero.backends.astrasim.parse import ParsedRun, parse_output
+from astra_hetero.backends.astrasim.partial import BackendTimedOut, partial_run, progress_line
 from astra_hetero.backends.astrasim.process import ProcessOutcome, run_native
-from astra_hetero.errors import BackendUnavailable, RunDirError
+from astra_hetero.errors import BackendFailed, BackendUnavailable, RunDirError
 from astra_hetero.manifest_jobs import read_jobs
 from astra_hetero.rank_classes import has_class_map, materialize
 from astra_hetero.results.jobs import with_job_records
 from astra_hetero.results.model import APPROXIMATION, RankResult, RunOutput, RunResult, optional_int
 
+logger = logging.getLogger(__name__)
 CYCLES_NOTE = "ASTRA-sim cycles are nanoseconds; times here are microseconds (cycles / 1000)"
 # ASTRA-sim reports finish = GPU time + exposed communication for every rank (checked on real output), so
 # its "exposed communication" includes pipeline bubbles and waiting on peers.
@@ -85,29 +89,59 @@ class AstraSimBackend:
             if not Path(f"{prefix}.{rank}.et").is_file():
                 raise RunDirError(f"{prefix}.{rank}.et: missing trace of rank {rank}")
         log_path = run_dir / self.log_name
-        outcome, argv = self._execute(run_dir, log_path)
+
+        def progress(elapsed_s: float) -> None:
+            logger.info("%s", progress_line(run_dir, log_path, len(labels), elapsed_s))
+
+        outcome, argv, identity = self._execute(run_dir, log_path, progress)
         text = log_path.read_text(errors="replace")
-        parsed = parse_output(text, len(labels), outcome, binary=Path(argv[0]).name)
+        try:
+            parsed = parse_output(text, len(labels), outcome, binary=Path(argv[0]).name)
+        except BackendFailed as exc:
+            if not outcome.timed_out:
+                raise
+            partial = partial_run(
+                self.name,
+                run_dir,
+                text,
+                len(labels),
+                self.timeout_s or 0.0,
+                outcome.wall_time_s,
+                exc.log_tail,
+            )
+            message = str(exc).split("\n--- log tail ---")[0]
+            raise BackendTimedOut(
+                f"{message}; stopped at its budget with {partial.flows_completed} flows done "
+                f"({partial.simulated_us / 1000:.3f} ms simulated)",
+                partial,
+            ) from None
         meta = {
             "argv": list(argv),
             "log": self.log_name,
             "docker_image": self.docker_image,
             "exposed_comm_note": EXPOSED_NOTE,
+            # the binary (native) or the image (Docker) that ran; pipeline adds the rest (provenance.py)
+            provenance.KEY: {"backend": identity},
         }
         return RunOutput(to_result(self.name, parsed, labels, outcome, meta))
 
-    def _execute(self, run_dir: Path, log_path: Path) -> tuple[ProcessOutcome, tuple[str, ...]]:
+    def _execute(
+        self, run_dir: Path, log_path: Path, progress: Callable[[float], None] | None = None
+    ) -> tuple[ProcessOutcome, tuple[str, ...], dict[str, Any]]:
+        """What ran and how it ended, and the identity of what ran (binary, or image)."""
         if self.docker_image is None:
             executable = locate_binary(self.flavor.binary_name, self.binary, self.bin_dir)
             command = build_command(self.flavor, run_dir, str(executable))
-            return run_native(command, log_path, self.timeout_s), command.argv
+            identity = {"binary": provenance.binary_identity(executable)}
+            return run_native(command, log_path, self.timeout_s, progress), command.argv, identity
         # Imported here so that native runs need neither the docker SDK nor an engine.
         from astra_hetero.backends.astrasim.docker import CONTAINER_ROOT, DockerRunner
 
         runner = DockerRunner(self.docker_image, self.docker_client, self.binary, self.bin_dir)
         executable = runner.executable(self.flavor.binary_name)
         command = build_command(self.flavor, run_dir, executable, CONTAINER_ROOT)
-        return runner.run(command, run_dir, log_path, self.timeout_s), command.argv
+        identity = {"docker": provenance.image_identity(self.docker_image, runner.image_attrs)}
+        return runner.run(command, run_dir, log_path, self.timeout_s), command.argv, identity
 
 
 def approximation_warnings(run_dir: Path, network_file: str) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -45,7 +46,17 @@ def open_log(log_path: Path) -> BinaryIO:
     return open_output(log_path.parents[1], f"{log_path.parent.name}/{log_path.name}")
 
 
-def run_native(command: Command, log_path: Path, timeout_s: float | None) -> ProcessOutcome:
+# How often a long run says how far it is (`progress`), in seconds.
+PROGRESS_EVERY_S = 60.0
+
+
+def run_native(
+    command: Command,
+    log_path: Path,
+    timeout_s: float | None,
+    progress: Callable[[float], None] | None = None,
+) -> ProcessOutcome:
+    """`progress(elapsed_s)` is called every PROGRESS_EVERY_S while the binary runs."""
     Path(command.cwd).mkdir(parents=True, exist_ok=True)
     logger.info("running %s in %s (log: %s)", " ".join(command.argv), command.cwd, log_path)
     started = time.monotonic()
@@ -65,7 +76,7 @@ def run_native(command: Command, log_path: Path, timeout_s: float | None) -> Pro
             raise BackendUnavailable(f"cannot start {command.argv[0]}: {exc.strerror or exc}") from None
         timed_out = False
         try:
-            process.wait(timeout=timeout_s)
+            _wait(process, started, timeout_s, progress)
         except subprocess.TimeoutExpired:
             timed_out = True
             _end_group(process)
@@ -81,6 +92,27 @@ def run_native(command: Command, log_path: Path, timeout_s: float | None) -> Pro
         " (timed out)" if timed_out else "",
     )
     return outcome
+
+
+def _wait(
+    process: subprocess.Popen,
+    started: float,
+    timeout_s: float | None,
+    progress: Callable[[float], None] | None,
+) -> None:
+    """Wait for the process until `timeout_s` (TimeoutExpired), reporting progress on the way."""
+    while True:
+        elapsed = time.monotonic() - started
+        left = None if timeout_s is None else timeout_s - elapsed
+        if left is not None and left <= 0:
+            raise subprocess.TimeoutExpired(process.args, timeout_s or 0)
+        step = PROGRESS_EVERY_S if progress is not None else left
+        try:
+            process.wait(timeout=step if left is None or step is None else min(step, left))
+            return
+        except subprocess.TimeoutExpired:
+            if progress is not None:
+                progress(time.monotonic() - started)
 
 
 def _end_group(process: subprocess.Popen) -> None:

@@ -19,6 +19,8 @@ from astra_hetero.backends.embedded.dynamic_run import run_dynamic
 from astra_hetero.backends.embedded.engine.simulated import setup
 from astra_hetero.backends.embedded.engine.static import Engine
 from astra_hetero.backends.embedded.folding.fold import fold
+from astra_hetero.backends.embedded.network.fluid_links import fluid_link_keys, fluid_network
+from astra_hetero.backends.embedded.network.routing import Router
 from astra_hetero.backends.embedded.output import BACKEND_NAME, run_output
 from astra_hetero.backends.embedded.rundir.dynamics import read_dynamics
 from astra_hetero.backends.embedded.rundir.reader import read_run_dir
@@ -75,9 +77,17 @@ class EmbeddedBackend:
                 "" if self.fold else ", every rank simulated (--no-fold)",
             )
             if static:  # the static engine, with its inlined hot paths
-                folding = fold(sim, self.workers) if self.fold else None
+                folding = None
+                if self.fold:
+                    router = Router(sim.topology)
+                    keys = fluid_link_keys(sim.dcqcn, router) if sim.dcqcn is not None else None
+                    folding = fold(sim, self.workers, link_keys=keys, router=router)
                 workload, comm, simulated = setup(sim, folding, self.workers)
-                outcome = Engine(workload, comm, sim.max_comm_in_flight, sim.issue_by_id).run()
+                network = None
+                if sim.dcqcn is not None:
+                    link_class = folding.comm.network.link_class if folding is not None else None
+                    network = fluid_network(sim.dcqcn, comm.capacities, simulated.planner.router, link_class)
+                outcome = Engine(workload, comm, sim.max_comm_in_flight, sim.issue_by_id, network).run()
                 output = run_output(sim, simulated, outcome, time.perf_counter() - started, self.timeline)
             else:
                 output = run_dynamic(

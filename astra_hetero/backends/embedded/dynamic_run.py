@@ -24,6 +24,8 @@ from astra_hetero.backends.embedded.engine.timed import (
 from astra_hetero.backends.embedded.folding.fold import Folding, fold
 from astra_hetero.backends.embedded.jobs import schedule
 from astra_hetero.backends.embedded.jobs_output import jobs_output
+from astra_hetero.backends.embedded.network.dcqcn import DcqcnNetwork
+from astra_hetero.backends.embedded.network.fluid_links import fluid_link_keys, fluid_network
 from astra_hetero.backends.embedded.network.routing import Router
 from astra_hetero.backends.embedded.output import SPAN_KINDS, comm_args, run_output
 from astra_hetero.backends.embedded.rundir.dynamics import Dynamics
@@ -56,6 +58,13 @@ def run_dynamic(
     workload, comm, simulated = setup(sim, folding, workers)
     link_class = folding.comm.network.link_class if folding is not None else None
 
+    fluid = None
+    if sim.dcqcn is not None:
+        inputs, router = sim.dcqcn, simulated.planner.router
+
+        def fluid(capacities: list[float], link_of: dict[int, int]) -> DcqcnNetwork | None:
+            return fluid_network(inputs, capacities, router, link_of)
+
     def engine(
         counts: int | list[int], starts: list[int] | None = None, history: bool = False
     ) -> DynamicEngine:
@@ -71,6 +80,7 @@ def run_dynamic(
             comm_slowdown=sim.comm_overlap_slowdown,
             lowest_first=sim.issue_by_id,
             starts_ns=starts,
+            fluid=fluid,
         )
 
     if sim.jobs:
@@ -113,7 +123,12 @@ def fold_for_events(
         rank_keys = [(key, job) for key, job in zip(rank_keys, job_of, strict=True)]
     router = Router(sim.topology)
     members = bundle_members(router)
-    keys = link_keys(link_changes(dynamics, router, members), background_flows(dynamics, router, members))
+    keys: dict[int, Hashable] = dict(
+        link_keys(link_changes(dynamics, router, members), background_flows(dynamics, router, members))
+    )
+    if sim.dcqcn is not None:  # the fluid model tells a host's link from a switch's queue
+        fluid = fluid_link_keys(sim.dcqcn, router)
+        keys = {b: (keys.get(b), fluid.get(b)) for b in keys.keys() | fluid.keys()}
     return fold(sim, workers, rank_keys=rank_keys, link_keys=keys, router=router)
 
 

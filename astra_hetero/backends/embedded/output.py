@@ -68,6 +68,9 @@ def run_output(
         "network": "max-min fair flows on ns3/topology.txt",
         "link_model": sim.link_model,
     }
+    if outcome.network_stats is not None:
+        meta["network"] = "DCQCN fluid model (rates, ECN-marking queues, PFC) on ns3/topology.txt"
+        meta["dcqcn"] = outcome.network_stats
     if simulated.folding is not None:
         meta["folding"] = _folding_meta(simulated.folding, len(w.kinds))
     result = RunResult(

@@ -72,11 +72,14 @@ class NetworkSpec(Strict):
     link_latency_ns: LatencyNs = 500.0
     dcqcn: DcqcnSpec = DcqcnSpec()
     ns3: Ns3Spec = Ns3Spec()
-    link_model: Literal["ideal", "ns3_packets"] | Efficiency = Field(
+    link_model: Literal["ideal", "ns3_packets", "dcqcn", "auto"] | Efficiency = Field(
         "ideal",
         description="embedded engine: ideal links (line rate, one-way delay); ns3_packets = each link's "
-        "rate and delay as ns-3's packets and ACKs use it (from ns3/config.txt); or a number: that share "
-        "of every link's rate (e.g. calibrated from short ns-3 runs)",
+        "rate and delay as ns-3's packets and ACKs use it (from ns3/config.txt); dcqcn = ns3_packets with "
+        "DCQCN simulated as a fluid (rates, ECN-marking queues, PFC; parameters from ns3/config.txt); "
+        "auto = that fluid model on links where rates step down or leaves are oversubscribed, the flow "
+        "model elsewhere; or a number: that share of every link's rate (e.g. calibrated from short ns-3 "
+        "runs)",
     )
     step_down_efficiency: Efficiency = Field(
         1.0,
@@ -84,6 +87,18 @@ class NetworkSpec(Strict):
         "from faster links (a slower NIC behind a faster fabric), as DCQCN leaves it; 1 = ideal; calibrate "
         "against ns-3 with benchmarks/packet_fidelity.py --calibrate",
     )
+
+    @model_validator(mode="after")
+    def _fluid_model(self) -> NetworkSpec:
+        if self.link_model in ("dcqcn", "auto"):
+            if self.step_down_efficiency != 1:
+                raise ValueError(
+                    f"step_down_efficiency {self.step_down_efficiency:g} with link_model {self.link_model}: "
+                    "the DCQCN fluid model simulates what that factor calibrates; leave it at 1"
+                )
+            if not self.dcqcn.enabled:
+                raise ValueError(f"link_model {self.link_model} simulates DCQCN, but dcqcn.enabled is false")
+        return self
 
     def uplinks(
         self, needed_gbps: Sequence[float], fastest_nic_gbps: float, num_access: int | None = None

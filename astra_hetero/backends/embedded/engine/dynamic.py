@@ -15,7 +15,7 @@ times, replaces the compute paths with plain calls through `_compute_end`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,7 @@ from astra_hetero.backends.embedded.engine.timed import (
 )
 from astra_hetero.backends.embedded.engine.workload import FlatWorkload
 from astra_hetero.backends.embedded.folding.comm import FoldedComm
+from astra_hetero.backends.embedded.network.dcqcn import DcqcnNetwork, FluidFlow
 from astra_hetero.backends.embedded.network.flows import NEVER_NS, DynamicNetwork, Flow
 from astra_hetero.backends.embedded.network.routing import Router
 from astra_hetero.backends.embedded.rundir.dynamics import Dynamics
@@ -44,6 +45,7 @@ from astra_hetero.backends.embedded.trace.records import KIND_COMP
 from astra_hetero.errors import FieldError
 
 _BACKGROUND_BYTES = 1e30  # a background flow never runs out; its end is a timed event
+FluidFactory = Callable[[list[float], dict[int, int]], DcqcnNetwork | None]
 
 
 class DynamicEngine(Engine):
@@ -60,11 +62,14 @@ class DynamicEngine(Engine):
         comm_slowdown: float = 0.0,
         lowest_first: bool = False,
         starts_ns: Sequence[int] | None = None,
+        fluid: FluidFactory | None = None,
     ) -> None:
         """`link_class`: bundle -> the engine's link standing for it when the ranks are folded (None:
         rank by rank, the engine's links are the router's bundles). `iterations`: one count for every
         rank (row), or one per row, 0 for a row that does not run (a job left out); `starts_ns`: when
-        each row starts its first iteration (default 0: every row at once)."""
+        each row starts its first iteration (default 0: every row at once). `fluid`: builds the DCQCN
+        fluid network over the engine's links (capacities, bundle -> engine link) instead of max-min
+        flows; it may decline (None)."""
         super().__init__(workload, comm, max_comm_in_flight, lowest_first)
         w = workload
         rows = len(w.ranks)
@@ -115,7 +120,12 @@ class DynamicEngine(Engine):
         self.bundles_of: dict[int, list[int]] = {}  # engine link -> the bundles it stands for
         for bundle, link in link_of.items():
             self.bundles_of.setdefault(link, []).append(bundle)
-        self.net = DynamicNetwork([*capacities, *background_capacities(self.backgrounds)])
+        all_capacities = [*capacities, *background_capacities(self.backgrounds)]
+        network = fluid(all_capacities, link_of) if fluid is not None else None
+        if network is not None:
+            self.net, self.fluid, self.flow_type = network, True, FluidFlow
+        else:
+            self.net = DynamicNetwork(all_capacities)
         self._background_flow: dict[int, Flow] = {}
 
     def run(self) -> EngineOutcome:
@@ -154,6 +164,8 @@ class DynamicEngine(Engine):
                 self._phase_done(payload, now)
             elif kind == events.CPU_DONE:
                 self._cpu_done(payload, now)
+            elif kind == events.NET_STEP:
+                self._net_step(payload, now)
             else:
                 self._timed(payload, now)
         self._new_iteration(-1)
@@ -171,7 +183,7 @@ class DynamicEngine(Engine):
             return
         action, k = payload  # type: ignore[misc]
         if action == "start":
-            flow = self._background_flow[k] = Flow(
+            flow = self._background_flow[k] = self.flow_type(
                 self.background_links[k], _BACKGROUND_BYTES, self.backgrounds[k]
             )
             self._push_flows(self.net.add(flow, now), now)
@@ -184,6 +196,8 @@ class DynamicEngine(Engine):
         push = self.queue.push
         for flow in flows:
             push(flow.finish_time(now), events.FLOW_DONE, (flow, flow.version))
+        if self.fluid:
+            self._schedule_net()
 
     def _stuck(self, flow: Flow) -> FieldError:
         """The error of a run that can never finish: `flow` waits on links that are down for good. It

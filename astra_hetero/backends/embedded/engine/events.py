@@ -24,6 +24,7 @@ FLOW_DONE = 1
 PHASE_DONE = 2
 TIMED = 3  # a dynamics event (rate change, background flow): after the work that ends at its instant
 CPU_DONE = 4  # a host (CPU) operator of a measured trace ends
+NET_STEP = 5  # the DCQCN fluid network's next step (`network.dcqcn`): after everything else at its instant
 
 
 class EventQueue:

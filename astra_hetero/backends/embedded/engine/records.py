@@ -52,3 +52,4 @@ class EngineOutcome:
     end_ns: list[int]
     num_events: int
     num_recomputes: int
+    network_stats: dict[str, int] | None = None  # the DCQCN fluid network's counts, when it ran

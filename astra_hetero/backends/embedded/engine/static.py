@@ -30,7 +30,8 @@ from astra_hetero.backends.embedded.engine.lanes import HostLane, LowestFirst
 from astra_hetero.backends.embedded.engine.records import Comm, EngineOutcome
 from astra_hetero.backends.embedded.engine.workload import FlatWorkload
 from astra_hetero.backends.embedded.folding.comm import FoldedComm
-from astra_hetero.backends.embedded.network.flows import Flow, FlowNetwork
+from astra_hetero.backends.embedded.network.dcqcn import DcqcnNetwork, FluidFlow
+from astra_hetero.backends.embedded.network.flows import NEVER_NS, Flow, FlowNetwork
 from astra_hetero.backends.embedded.network.phases import PhasePlan
 from astra_hetero.backends.embedded.trace.records import KIND_COLL, KIND_COMP, KIND_CPU, KIND_RECV
 from astra_hetero.errors import RunDirError, SimulationDeadlock
@@ -40,7 +41,7 @@ class Engine(HostLane):
     """Simulates the ranks of `workload` (every rank, or one per folded class) with `comm` answering
     how their collectives meet and what their flows load (see `engine.comm`, `folding.comm`).
     `lowest_first`: ready compute nodes start lowest node first instead of in the order they became
-    ready."""
+    ready. `network`: the DCQCN fluid network over `comm`'s links instead of the max-min flow network."""
 
     def __init__(
         self,
@@ -48,6 +49,7 @@ class Engine(HostLane):
         comm: PlainComm | FoldedComm,
         max_comm_in_flight: int = 0,
         lowest_first: bool = False,
+        network: DcqcnNetwork | None = None,
     ) -> None:
         self.w = workload
         self.comm = comm
@@ -58,7 +60,12 @@ class Engine(HostLane):
         self.groups, self.sizes = self.w.groups, self.w.sizes
         self.group_keys, self.group_expected = comm.group_keys, comm.group_expected
         self.coll_types = self.w.coll_types
-        self.net = FlowNetwork(comm.capacities)
+        self.net: FlowNetwork | DcqcnNetwork = (
+            network if network is not None else FlowNetwork(comm.capacities)
+        )
+        self.fluid = network is not None
+        self.flow_type = FluidFlow if self.fluid else Flow
+        self.net_wake = NEVER_NS  # the fluid network's step last scheduled
         self.queue = events.EventQueue()
         n, num_ranks = len(self.w.kinds), len(self.w.ranks)
         self.num_ranks, self.num_groups = num_ranks, max(self.group_keys, default=-1) + 1
@@ -110,9 +117,26 @@ class Engine(HostLane):
                     flow_done(flow, now)
             elif kind == events.CPU_DONE:
                 self._cpu_done(payload, now)
+            elif kind == events.NET_STEP:
+                self._net_step(payload, now)
             else:
                 phase_done(payload, now)
         return self._outcome()
+
+    # --- the DCQCN fluid network's own steps ------------------------------------------------------
+    def _net_step(self, wake: int, now: int) -> None:
+        if wake != self.net.wakeup_ns:  # type: ignore[union-attr]
+            return  # superseded: the network replanned since
+        push = self.queue.push
+        for flow in self.net.step(now):  # type: ignore[union-attr]
+            push(flow.finish_time(now), events.FLOW_DONE, (flow, flow.version))
+        self._schedule_net()
+
+    def _schedule_net(self) -> None:
+        wake = self.net.wakeup_ns  # type: ignore[union-attr]
+        if wake < NEVER_NS and wake != self.net_wake:
+            self.net_wake = wake
+            self.queue.push(wake, events.NET_STEP, wake)
 
     def _outcome(self) -> EngineOutcome:
         if self._unfinished():
@@ -128,6 +152,7 @@ class Engine(HostLane):
             self.end_ns,
             queue.num_scheduled,
             self.net.num_recomputes,
+            self.net.stats() if self.fluid else None,  # type: ignore[union-attr]
         )
 
     def _unfinished(self) -> bool:
@@ -333,10 +358,15 @@ class Engine(HostLane):
             tail = phase.latency_ns + round(comm.size * phase.memory_ns_per_byte)
             self.queue.push(now + tail, events.PHASE_DONE, comm)
             return
-        changed = self.net.add(Flow(phase.links, num_bytes, comm, phase.solo_rate), now)
+        flow = self.flow_type(phase.links, num_bytes, comm, phase.solo_rate)
+        if self.fluid:
+            flow.paths, flow.messages = phase.paths, phase.messages  # type: ignore[attr-defined]
+        changed = self.net.add(flow, now)
         push = self.queue.push
         for flow in changed:
             push(flow.finish_time(now), events.FLOW_DONE, (flow, flow.version))
+        if self.fluid:
+            self._schedule_net()
 
     def _flow_done(self, flow: Flow, now: int) -> None:
         flow.version = -1  # later events of this flow are stale
@@ -344,6 +374,8 @@ class Engine(HostLane):
         push = self.queue.push
         for other in changed:
             push(other.finish_time(now), events.FLOW_DONE, (other, other.version))
+        if self.fluid:
+            self._schedule_net()
         comm: Comm = flow.owner  # type: ignore[assignment]
         # what a phase costs after its data has moved: per-step latencies and reduction through memory
         phase = comm.plan[comm.phase]

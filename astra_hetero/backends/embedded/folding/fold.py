@@ -75,7 +75,9 @@ def fold(
     group_keys: dict[str, Hashable] = {}
     while True:
         classes = rank_classes(shapes, sim.groups, keys, group_keys)
-        network = fold_network(classes, shapes, sim.groups, planner, router.bundle_bytes_per_ns, link_keys)
+        network = fold_network(
+            classes, shapes, sim.groups, planner, router.bundle_bytes_per_ns, link_keys, sim.dcqcn is not None
+        )
         if not isinstance(network, Splits):
             break
         for rank, key in network.rank_keys.items():

@@ -67,10 +67,12 @@ def fold_network(
     planner: CommPlanner,
     capacities: Sequence[float],
     link_keys: Mapping[int, Hashable] | None = None,
+    by_paths: bool = False,
 ) -> FoldedNetwork | Splits:
     """`link_keys` (bundle -> key) separates bundles that are alike now but not over the whole run (a
     timed event changes them): they fall into link classes of their own, and so do the flow and rank
-    classes that load them."""
+    classes that load them. `by_paths`: bundles are alike only if the transfers crossing them are
+    too (`_refine_by_paths`), for the DCQCN fluid model, whose queue pairs have rates of their own."""
     flow_classes = _collective_classes(classes, shapes, groups, planner) + _transfer_classes(
         classes, shapes, planner
     )
@@ -80,6 +82,8 @@ def fold_network(
     # per flow class and phase: each link's load summed over the instances (used twice below)
     sums = [[_summed(fc, phase) for phase in range(len(fc.plans[0]))] for fc in flow_classes]
     link_class = _link_classes(sums, capacities, link_keys or {})
+    if by_paths:
+        link_class = _refine_by_paths(flow_classes, link_class)
     splits = _instance_splits(flow_classes, link_class)
     if splits:
         return splits
@@ -153,6 +157,32 @@ def _link_classes(
         )
         for link, sig in sorted(signature.items())
     }
+
+
+def _refine_by_paths(flow_classes: list[_FlowClass], link_class: dict[int, int]) -> dict[int, int]:
+    """Split link classes until every bundle of a class is crossed by alike transfers: the same flow
+    class and phase, along paths through the same link classes (colour refinement on the paths of
+    `PhasePlan.paths`). Max-min fairness needs only equal summed loads; the fluid model gives each
+    transfer its own rate, so a 100G NIC link fed from a 400G spine and one fed from a 100G
+    neighbour must not share a class even where their loads are equal."""
+    count = len(set(link_class.values()))
+    while True:
+        signature: dict[int, list[tuple]] = {}
+        for number, fc in enumerate(flow_classes):
+            for plan in fc.plans:
+                for phase_number, phase in enumerate(plan):
+                    for path in phase.paths:
+                        shape = tuple(sorted((link_class[b], round(w, _DIGITS)) for b, w in path))
+                        for bundle, _ in path:
+                            signature.setdefault(bundle, []).append((number, phase_number, shape))
+        index: dict[tuple, int] = {}
+        refined = {
+            bundle: index.setdefault((cls, tuple(sorted(signature.get(bundle, ())))), len(index))
+            for bundle, cls in sorted(link_class.items())
+        }
+        if len(index) == count:
+            return link_class
+        link_class, count = refined, len(index)
 
 
 def _summed(fc: _FlowClass, phase: int) -> dict[int, float]:

@@ -61,11 +61,16 @@ class IdealCommPlanner:
     ) -> PhasePlan:
         links: dict[int, float] = {}
         latency = 0
+        paths = []
         for src, dst in pairs:
             route = self.router.route(src, dst)
             latency = max(latency, route.latency_ns)
             for link, share in route.links:
                 links[link] = links.get(link, 0.0) + share
+            if route.links:
+                paths.append(tuple(route.links))
         sorted_links = tuple(sorted(links.items()))
         solo = solo_rate(sorted_links, self.router.bundle_bytes_per_ns) if sorted_links else 0.0
-        return PhasePlan(sorted_links, fraction, steps * latency, solo, memory_ns_per_byte)
+        return PhasePlan(
+            sorted_links, fraction, steps * latency, solo, memory_ns_per_byte, tuple(paths), max(1, steps)
+        )

@@ -17,6 +17,7 @@ time: NCCL's achievable bandwidths include them.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -97,7 +98,8 @@ class NcclCommPlanner:
             latency_us, time_us = choice.latency_us, choice.time_us(total)
             chosen = (choice.algorithm, choice.protocol)
         self._count(kind, facts, total, *chosen)
-        return (self._phase(facts.ring_links, size, latency_us, time_us - latency_us),), chosen
+        phase = self._phase(facts.ring_links, size, latency_us, time_us - latency_us)
+        return (dataclasses.replace(phase, paths=self._paths(facts.pairs)),), chosen
 
     def _analyse(self, members: tuple[int, ...]) -> _Facts:
         by_machine: dict[int, list[int]] = {}
@@ -131,7 +133,7 @@ class NcclCommPlanner:
             net_hop_floor_us=max((self.router.route(a, b).latency_ns for a, b in inter), default=0) / 1000,
         )
         scope = "intra_node" if num_nodes == 1 else "inter_node"
-        facts = _Facts(communicator, ring_links, scope, self._groups(members))
+        facts = _Facts(communicator, ring_links, scope, self._groups(members), tuple(pairs))
         self._facts[members] = facts
         return facts
 
@@ -163,7 +165,8 @@ class NcclCommPlanner:
             algorithm, protocol = "p2p", choice.protocol
         key = (kind, len(ranks), num_nodes, size, algorithm, protocol)
         self.chosen[key] = self.chosen.get(key, 0) + 1
-        return (self._phase(links, size, latency_us, time_us - latency_us),), (algorithm, protocol)
+        phase = self._phase(links, size, latency_us, time_us - latency_us)
+        return (dataclasses.replace(phase, paths=self._paths(pairs)),), (algorithm, protocol)
 
     # --- helpers ------------------------------------------------------------------------------------
     def _groups(self, ranks) -> frozenset[str]:
@@ -190,6 +193,10 @@ class NcclCommPlanner:
         if size > 0 and links:
             return PhasePlan(links, raw * transfer_ns / size, round(latency_us * 1000.0), raw)
         return PhasePlan((), 0.0, round((latency_us * 1000.0) + transfer_ns), raw)
+
+    def _paths(self, pairs) -> tuple[Links, ...]:
+        """Each transfer's route, for the DCQCN fluid model (`PhasePlan.paths`)."""
+        return tuple(tuple(self.router.route(a, b).links) for a, b in pairs if self.router.route(a, b).links)
 
     def _links(self, pairs) -> Links:
         loads: dict[int, float] = {}
@@ -231,6 +238,7 @@ class _Facts:
     ring_links: Links
     scope: str  # intra_node | inter_node
     groups: frozenset[str]
+    pairs: tuple[tuple[int, int], ...] = ()  # the rings' transfers
 
 
 def _rotated_ring(locals_: list[list[int]], channel: int) -> list[int]:

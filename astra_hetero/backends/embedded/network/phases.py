@@ -22,6 +22,12 @@ class PhasePlan:
     latency_ns: int
     solo_rate: float  # the phase's flow rate alone on its links (0 without links), computed once here
     memory_ns_per_byte: float = 0.0  # reduction through memory, per byte of the collective's size
+    # each transfer's own route (bundle -> fraction), for the DCQCN fluid model's per-queue-pair rates;
+    # empty: one transfer over `links`. A folded plan keeps its representative instance's routes.
+    paths: tuple[tuple[tuple[int, float], ...], ...] = ()
+    # how many messages in turn each transfer's bytes go as (a ring's steps, as ASTRA-sim sends them:
+    # each a new queue pair in ns-3); the DCQCN fluid model restarts its senders for each
+    messages: int = 1
 
 
 class CommPlanner(Protocol):

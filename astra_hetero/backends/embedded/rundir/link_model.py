@@ -26,6 +26,12 @@ spines, a shared NIC behind an NVSwitch). Senders start at their own line rate, 
 the slower link fills, and DCQCN cuts them below that link's rate and recovers slowly. The manifest's
 `step_down_efficiency` (from the spec, calibrated against ns-3 by benchmarks/packet_fidelity.py) is the
 share of its rate such a link delivers; 1 leaves the links alone.
+
+`dcqcn` simulates the congestion control instead (`network.dcqcn`, a fluid model driven by the same
+`ns3/config.txt`) on the links as `ns3_packets` gives them; `auto` does so on the links where rates
+step down or leaves are oversubscribed (`network.fluid_links.fluid_link_set`) and leaves the others
+to the flow model's sharing; a fabric with no such link runs as `ns3_packets`. Neither takes a
+`step_down_efficiency` (that factor stands in for what they simulate).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ ACK_MIN_QBB_BYTES = 60 - 14 - 20  # ns-3 pads an ACK's payload as if to a 60-byt
 # INT header bytes by ns-3 CC_MODE (3 HPCC, 7 TIMELY, 10 HPCC-PINT at one byte); others carry none.
 INT_BYTES = {3: 5 * 8 + 2, 7: 8, 10: 1}
 DEFAULT_PAYLOAD_BYTES = 1000  # ns-3's own default PACKET_PAYLOAD_SIZE
+FLUID_MODELS = ("dcqcn", "auto")  # link models that simulate DCQCN on top of ns3_packets' links
 
 
 def packet_bytes(payload_bytes: int, cc_mode: int) -> tuple[int, int]:
@@ -75,6 +82,11 @@ def apply_link_model(topology: Topology, root: Path, manifest: dict[str, Any]) -
     if not _is_fraction(efficiency):
         raise RunDirError(
             f"{root / rundir.MANIFEST}: step_down_efficiency must be a number in (0, 1], not {efficiency!r}"
+        )
+    if efficiency != 1 and manifest.get("link_model") in FLUID_MODELS:
+        raise RunDirError(
+            f"{root / rundir.MANIFEST}: step_down_efficiency {efficiency:g} with link_model "
+            f"{manifest['link_model']}: the fluid model simulates what that factor calibrates; leave it at 1"
         )
     if efficiency == 1:
         return topology, note
@@ -112,13 +124,15 @@ def _packets(topology: Topology, root: Path, manifest: dict[str, Any]) -> tuple[
     setting = manifest.get("link_model", "ideal")
     if setting in ("ideal", None):
         return topology, "ideal"
-    if setting == "ns3_packets":
+    if setting == "ns3_packets" or setting in FLUID_MODELS:
         payload, cc_mode = _payload_and_cc_mode(root / rundir.NS3_CONFIG)
         links = [
             ns3_link(rate, delay, payload, cc_mode)
             for rate, delay in zip(topology.link_bytes_per_ns, topology.link_delay_ns, strict=True)
         ]
         note = f"ns3_packets ({payload}-byte payloads, CC_MODE {cc_mode})"
+        if setting in FLUID_MODELS:
+            note = f"{setting}: DCQCN fluid model on {note}"
         return replace(
             topology, link_bytes_per_ns=[r for r, _ in links], link_delay_ns=[d for _, d in links]
         ), note
@@ -127,7 +141,7 @@ def _packets(topology: Topology, root: Path, manifest: dict[str, Any]) -> tuple[
             f"{setting:g} of every link's rate"
         )
     raise RunDirError(
-        f"{root / rundir.MANIFEST}: link_model must be 'ideal', 'ns3_packets' or a number "
+        f"{root / rundir.MANIFEST}: link_model must be 'ideal', 'ns3_packets', 'dcqcn', 'auto' or a number "
         f"in (0, 1], not {setting!r}"
     )
 

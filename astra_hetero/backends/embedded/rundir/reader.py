@@ -21,7 +21,8 @@ from astra_hetero.astrasim_inputs.system import Roofline, read_system
 from astra_hetero.backends.embedded.rundir.astrasim_study import AstraSimStudy, read_study
 from astra_hetero.backends.embedded.rundir.comm_inputs import CommInputs, read_comm_inputs
 from astra_hetero.backends.embedded.rundir.compute_times import check_compute_times
-from astra_hetero.backends.embedded.rundir.link_model import apply_link_model
+from astra_hetero.backends.embedded.rundir.dcqcn_config import DcqcnParams, read_dcqcn_config
+from astra_hetero.backends.embedded.rundir.link_model import FLUID_MODELS, apply_link_model
 from astra_hetero.backends.embedded.rundir.manifest import MAX_RANKS, ManifestFields, manifest_fields
 from astra_hetero.backends.embedded.rundir.topology import Topology, host_groups, read_topology
 from astra_hetero.backends.embedded.trace.classes import bind_class_trace, check_class_trace
@@ -34,6 +35,17 @@ from astra_hetero.rank_classes import RankClassMap, has_class_map, read_class_ma
 from astra_hetero.results.model import APPROXIMATION
 
 _PARALLEL_MIN_RANKS = 64  # below this, starting worker processes costs more than it saves
+
+
+@dataclass(frozen=True)
+class DcqcnInputs:
+    """The DCQCN fluid model's inputs: ns3/config.txt's parameters and the links at the rates the file
+    gives them (its ECN thresholds are keyed by those); `mode` dcqcn (every switch link) or auto."""
+
+    params: DcqcnParams
+    file_topology: Topology
+    mode: str
+    config_path: str  # named in errors (a link rate without ECN thresholds)
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,7 @@ class SimInput:
     jobs: tuple[RunJob, ...] = ()  # several jobs sharing the cluster (manifest `jobs`), else none
     # traces by class (workload/rank_classes.json): trace_paths then name each rank's class trace
     classes: RankClassMap | None = None
+    dcqcn: DcqcnInputs | None = None  # link_model dcqcn / auto: what the DCQCN fluid model reads
 
     @property
     def num_ranks(self) -> int:
@@ -102,9 +115,16 @@ def read_run_dir(root: Path, collective_model: str | None = None) -> SimInput:
         prefix = _trace_prefix(root, fields.workload_prefix)
         num_ranks = fields.num_ranks if fields.num_ranks is not None else _count_ranks(root, prefix)
         paths = _trace_paths(prefix, num_ranks)
-    topology, link_model = apply_link_model(
-        read_topology(root / rundir.NS3_TOPOLOGY, num_ranks), root, manifest
-    )
+    file_topology = read_topology(root / rundir.NS3_TOPOLOGY, num_ranks)
+    topology, link_model = apply_link_model(file_topology, root, manifest)
+    dcqcn = None
+    if manifest.get("link_model") in FLUID_MODELS:
+        dcqcn = DcqcnInputs(
+            read_dcqcn_config(root / rundir.NS3_CONFIG),
+            file_topology,
+            manifest["link_model"],
+            str(root / rundir.NS3_CONFIG),
+        )
     if len(topology.npus) < num_ranks:
         raise RunDirError(
             f"{root / rundir.NS3_TOPOLOGY}: {len(topology.npus)} non-switch nodes for {num_ranks} ranks"
@@ -145,6 +165,7 @@ def read_run_dir(root: Path, collective_model: str | None = None) -> SimInput:
         fields.issue_by_id,
         read_jobs(manifest, num_ranks, manifest_path),
         classes,
+        dcqcn,
     )
 
 

@@ -1,0 +1,527 @@
+"""DCQCN as a fluid: per-flow sending rates under ECN feedback from switch queues, stepped in time.
+
+The model follows the fluid models of DCQCN (Zhu et al., "Congestion Control for Large-Scale RDMA
+Deployments", SIGCOMM 2015, section 5; Zhu et al., "ECN or Delay: Lessons Learnt from Analysis of
+DCQCN and TIMELY", CoNEXT 2016, section 3): switch egress queues are fluids fed by the flows' rates
+and drained at the link rate, RED/ECN marks packets with a probability that rises from 0 at KMIN to
+PMAX at KMAX (1 above), and each sender (the reaction point, RP) keeps a current rate RC, a target
+rate RT and a congestion estimate α. Where those papers write the RP as differential equations of
+expected values, the RP here is the state machine ns-3 runs (astra-network-ns3 `RdmaHw`, "Mellanox's
+version of DCQCN", CC_MODE 1), because with the timers ASTRA-sim's configurations use (RP_TIMER
+900 µs, one fast-recovery step) its discrete jumps — not their averages — decide how long a congested
+flow takes:
+
+- α: every ALPHA_RESUME_INTERVAL, α ← (1−g)·α + g·[a CNP arrived]; here in expectation (the CoNEXT'16
+  α equation): the chance that a CNP arrived in the interval is 1 − (1 − p)^n for n packets sent at
+  marking probability p.
+- cut: every RATE_DECREASE_INTERVAL, if a CNP arrived: RT ← RC (unless CLAMP_TARGET_RATE is 0 and no
+  increase happened since the last cut), RC ← max(MIN_RATE, RC·(1 − α/2)); the increase stage goes
+  back to 0 and the increase timer restarts. The chance of a CNP per interval is accumulated and a cut
+  made each time it sums to one (the expected number of cuts, deterministic), one interval after the
+  marks (the feedback delay: marks travel to the receiver, whose ACK carries them back).
+- increase: every RP_TIMER after the last cut, stage < FAST_RECOVERY_TIMES: RC ← (RC + RT)/2 (fast
+  recovery); = : RT += RATE_AI (additive); > : RT += RATE_HAI (hyper-additive), then RC ← (RC + RT)/2;
+  RT is capped at the line rate. ns-3's RP has no byte counter, so neither has this model.
+- the first CNP sets α = 1 and RT = RC (ns-3's RateOnFirstCnp = 1).
+
+Queues. Every directed link (bundle, or link class when folded) leaving a switch has a queue q. A
+link's arrival is its flows' rates as shaped by the links before it on their path (links are ordered
+up-then-down by their height above the hosts): a link with a queue, or overloaded, passes each flow
+C/A of its arrival; dq/dt = A − C. A host's own link has no queue: it shares its line rate among the
+host's flows (ns-3's NIC serves its queue pairs in turn). PFC: when q reaches the pause threshold,
+the link's senders are held back to what it drains (its arrival capped at C), and the pause is
+counted. The threshold is ns-3's dynamic one for a single congested ingress, (B − q)/8 ⇒ q = B/9
+(`SwitchMmu::GetPfcThreshold`, `pfc_a_shift` 3; headroom and reserve left out).
+
+A flow's bytes count as sent when they are injected; it completes when its last byte has also
+crossed the queues then on its path (FIFO: their bytes over their rates).
+
+Time steps adapt: while some queue is above KMIN, or some flow owes a cut, the model steps every
+RATE_DECREASE_INTERVAL; otherwise it jumps to the next instant anything can change — a flow's
+increase timer, a queue reaching KMIN, PFC's threshold or empty, a flow's last byte — so a flow at
+line rate on an idle path costs two events, and cost grows with the congested period, not with
+bytes.
+
+Flows are the flow model's coflows (`flows.Flow`: the transfers of one phase), but here each of their
+sub-flows — one per path the phase plan lists (`PhasePlan.paths`) — is a queue pair with its own RP
+and its own bytes, as in ns-3: a sub-flow from a 400G host into a 100G NIC is cut while its 100G
+partner in the other direction runs on, and the phase ends with its slowest sub-flow. A plan without
+paths is one sub-flow. Folded flows carry their representative instance's paths, mapped to link
+classes and scaled to the class loads (the quotient's weights), so folded link and flow classes see
+exactly what each of their members would.
+
+Left out: per-packet randomness (ECN marks are taken in expectation), the NP's CNP pacing (ns-3's
+receiver marks its ACK per marked packet; the RP's decrease interval is the only pacing), PFC
+headroom, reserve and the buffer shared by a switch's ports, PFC pauses spreading upstream
+hop by hop (a pause holds back the senders directly), and queues at hosts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from astra_hetero.backends.embedded.network.flows import NEVER_NS, Flow
+from astra_hetero.backends.embedded.rundir.dcqcn_config import DcqcnParams
+
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class FluidLink:
+    """One engine link: `queued` (leaves a switch: a queue with ECN and PFC) or a host's own link;
+    `level` its place on any up-then-down path; thresholds in bytes, summed over the parallel links
+    it stands for."""
+
+    queued: bool
+    level: float
+    kmin: float = 0.0
+    kmax: float = 0.0
+    pmax: float = 0.0
+    pfc: float = math.inf
+
+
+class _Sub:
+    """One sub-flow: a queue pair with its own reaction point (RC, RT, α, stage, timer) and bytes."""
+
+    __slots__ = (
+        "flow",
+        "levels",
+        "links",
+        "remaining",
+        "rc",
+        "rt",
+        "line",
+        "alpha",
+        "stage",
+        "timer_at",
+        "first_cnp",
+        "credit",
+        "ready",
+        "x",
+        "done_at",
+    )
+
+    def __init__(
+        self, flow: FluidFlow, links: list[tuple[int, float]], levels, num_bytes: float, line: float
+    ):
+        self.flow = flow
+        self.links = links
+        self.levels = levels  # [(level, [(link, weight, arrival weight)])] in path order
+        self.line = line
+        self.start(num_bytes)
+
+    def start(self, num_bytes: float) -> None:
+        """A new queue pair for a message of `num_bytes`: line rate, nothing learnt (ns-3's QP)."""
+        self.remaining = num_bytes
+        self.rc = self.rt = self.line
+        self.alpha, self.stage, self.timer_at, self.first_cnp = 1.0, 0, NEVER_NS, True
+        self.credit = self.ready = 0.0
+        self.x = 0.0  # the rate it injects at now (bytes per ns)
+        self.done_at = NEVER_NS
+
+
+class FluidFlow(Flow):
+    """A flow of the fluid model; `paths` (set by the engine from the phase plan): its sub-flows'
+    links in the plan's link ids (bundles), empty for one sub-flow over `links`; `messages`: the
+    bytes go as that many messages in turn (ring steps), each on a new queue pair once every
+    sub-flow's previous one has arrived."""
+
+    __slots__ = ("paths", "messages", "message_bytes", "subs", "done_at")
+
+    def __init__(
+        self, links: tuple[tuple[int, float], ...], num_bytes: float, owner: object, solo_rate: float = 0.0
+    ) -> None:
+        super().__init__(links, num_bytes, owner, solo_rate)
+        self.paths: tuple[tuple[tuple[int, float], ...], ...] = ()
+        self.messages = 1  # messages left, the one under way included
+        self.message_bytes = 0.0
+        self.subs: list[_Sub] = []
+        self.done_at = NEVER_NS
+
+    def finish_time(self, now: int) -> int:
+        return self.done_at
+
+
+class DcqcnNetwork:
+    """Same interface as `flows.FlowNetwork` (`add`, `remove` return the flows whose completion time
+    is now known), plus `wakeup_ns`, the next instant the model must be stepped (`step`).
+    `link_of`: plan link id (bundle) -> engine link, for folded runs (paths are in bundle ids)."""
+
+    def __init__(
+        self,
+        capacities: list[float],
+        links: list[FluidLink],
+        params: DcqcnParams,
+        link_of: dict[int, int] | None = None,
+    ) -> None:
+        if len(links) < len(capacities):  # links past the described ones (background caps): host-like
+            links = [*links, *[FluidLink(False, -1.0)] * (len(capacities) - len(links))]
+        self.capacity = list(capacities)
+        self.links = links
+        self.p = params
+        self.link_of = link_of
+        self.queue = [0.0] * len(capacities)
+        self.arrival = [0.0] * len(capacities)
+        self.paused = [False] * len(capacities)
+        self.users: list[dict[_Sub, float]] = [{} for _ in capacities]
+        self.subs: dict[_Sub, None] = {}  # sub-flows still sending
+        self.t = 0
+        self.wakeup_ns = NEVER_NS
+        self.num_recomputes = 0  # rate solutions, as the flow model counts its recomputes
+        self.num_steps = 0
+        self.pfc_pauses = 0
+        self.num_cuts = 0
+        self.stepping = False
+        self._levels = sorted({link.level for link in links})
+        self._gain_per_ns = math.log1p(-params.ewma_gain) / params.alpha_resume_interval_ns
+        self._tick = max(1, round(params.rate_decrease_interval_ns))
+        self._by_level: list[list[tuple[_Sub, list[tuple[int, float, float]]]]] | None = []
+        self._used: list[int] = []
+        self._used_queues: list[int] = []  # queues some sub-flow crosses (others stay as they are)
+        self._waiting: dict[FluidFlow, int] = {}  # flows between messages -> when the next one starts
+
+    # --- the flow model's interface ----------------------------------------------------------------
+    def add(self, flow: Flow, now: int) -> list[Flow]:
+        if not isinstance(flow, FluidFlow):
+            raise TypeError("DcqcnNetwork carries FluidFlow objects")
+        self._advance(now)
+        flow.updated_at = now
+        flow.messages = max(1, flow.messages)
+        flow.message_bytes = flow.remaining / flow.messages
+        for links, spread in self._sub_links(flow):
+            by_level: dict[float, list[tuple[int, float, float]]] = {}
+            for link, w in links:
+                by_level.setdefault(self.links[link].level, []).append((link, w, w * spread[link]))
+            sub = _Sub(flow, links, sorted(by_level.items()), flow.message_bytes, self._line(links))
+            flow.subs.append(sub)
+            self.subs[sub] = None
+        self._by_level = None
+        return self._settle(now)
+
+    def remove(self, flow: Flow, now: int) -> list[Flow]:
+        self._advance(now)
+        for sub in flow.subs:  # type: ignore[attr-defined]
+            self.subs.pop(sub, None)
+        self._waiting.pop(flow, None)  # type: ignore[call-overload]
+        self._by_level = None
+        return self._settle(now)
+
+    def step(self, now: int) -> list[Flow]:
+        """Advance to `now` (a wakeup) and apply what is due then: cuts, increases, ends."""
+        self._advance(now)
+        self.num_steps += 1
+        if self.stepping and now % self._tick == 0:
+            self._cuts(now)
+        self._increases(now)
+        for flow in [f for f, at in self._waiting.items() if at <= now]:  # next messages start
+            del self._waiting[flow]
+            flow.messages -= 1
+            for sub in flow.subs:
+                sub.start(flow.message_bytes)
+                self.subs[sub] = None
+            self._by_level = None
+        return self._settle(now)
+
+    def set_capacities(self, capacities: dict[int, float], now: int) -> list[Flow]:
+        """A timed link-rate change: a sender's line rate follows its own link's; one whose link was
+        down starts again at line rate, one left below it resumes its increase timer."""
+        self._advance(now)
+        for link, capacity in capacities.items():
+            self.capacity[link] = capacity
+        for sub in self.subs:
+            line = self._line(sub.links)
+            if sub.rc <= 0 < line:
+                sub.rc = sub.rt = line
+            sub.line, sub.rc, sub.rt = line, min(sub.rc, line), min(sub.rt, line)
+            if sub.rc < line and sub.timer_at == NEVER_NS:
+                sub.timer_at = now + round(self.p.rp_timer_ns)
+        return self._settle(now)
+
+    def _line(self, links: list[tuple[int, float]]) -> float:
+        """A sender's line rate: its share of its first, queue-less links (its host's)."""
+        spec = self.links
+        first = min(spec[link].level for link, _ in links)
+        caps = [(k, w) for k, w in links if not spec[k].queued and spec[k].level == first] or links
+        return min(self.capacity[link] / w for link, w in caps)
+
+    def stats(self) -> dict[str, int]:
+        """Steps taken, rate cuts made and PFC pauses started (a folded class counts once)."""
+        return {"steps": self.num_steps, "rate_cuts": self.num_cuts, "pfc_pauses": self.pfc_pauses}
+
+    def _sub_links(self, flow: FluidFlow) -> list[tuple[list[tuple[int, float]], dict[int, float]]]:
+        """Each sub-flow's (engine link, weight) and its share of each link's arrival.
+
+        A sub-flow's weight on its own bundle b is scaled from the load its instance puts there (B_b,
+        the representative's sub-flows) to the load every instance does (S_L, the flow's weight on
+        b's class L): what the one bundle sees. A class link stands for the m_L bundles of L the
+        representative's sub-flows cross, alike by symmetry, so each sub-flow adds 1/m_L of that to
+        the class link's arrival. Unfolded, S = B and m = 1: the plain routes."""
+        if not flow.paths:
+            return [(list(flow.links), {link: 1.0 for link, _ in flow.links})]
+        link_of = self.link_of
+        own: dict[int, float] = {}  # bundle -> the representative's load there
+        for path in flow.paths:
+            for bundle, w in path:
+                own[bundle] = own.get(bundle, 0.0) + w
+        spread: dict[int, int] = {}  # class -> bundles of it the representative crosses
+        for bundle in own:
+            cls = link_of[bundle] if link_of is not None else bundle
+            spread[cls] = spread.get(cls, 0) + 1
+        weight = dict(flow.links)
+        out = []
+        for path in flow.paths:
+            links: dict[int, float] = {}
+            for bundle, w in path:
+                cls = link_of[bundle] if link_of is not None else bundle
+                links[cls] = links.get(cls, 0.0) + w * weight[cls] / own[bundle]
+            out.append((list(links.items()), {cls: 1.0 / spread[cls] for cls in links}))
+        return out
+
+    # --- time ---------------------------------------------------------------------------------------
+    def _advance(self, now: int) -> None:
+        """Integrate queues, bytes, α and the CNP credit from `self.t` to `now` at the current rates."""
+        dt = now - self.t
+        if dt <= 0:
+            return
+        p, queue, capacity, links = self.p, self.queue, self.capacity, self.links
+        old_q = list(queue)
+        arrival = self.arrival
+        for link in self._used_queues:
+            if arrival[link] or queue[link]:
+                q = queue[link] + (arrival[link] - capacity[link]) * dt
+                queue[link] = min(max(q, 0.0), max(links[link].pfc, old_q[link]))
+        decay = math.exp(self._gain_per_ns * dt)
+        alpha_packets = p.alpha_resume_interval_ns / p.payload_bytes
+        cut_packets = p.rate_decrease_interval_ns / p.payload_bytes
+        for sub in self.subs:
+            if sub.done_at != NEVER_NS:
+                continue
+            sub.remaining -= sub.x * dt
+            prob = 0.0
+            for link, _ in sub.links:
+                spec = links[link]
+                if spec.queued and (queue[link] > spec.kmin or old_q[link] > spec.kmin):
+                    prob = max(prob, (_mark(spec, old_q[link]) + _mark(spec, queue[link])) / 2)
+            if not sub.first_cnp:
+                sub.alpha = sub.alpha * decay + (1 - decay) * _chance(prob, sub.x * alpha_packets)
+            if prob:
+                sub.credit += _chance(prob, sub.x * cut_packets) * (dt / p.rate_decrease_interval_ns)
+        self.t = now
+
+    def _cuts(self, now: int) -> None:
+        p = self.p
+        for sub in self.subs:
+            if sub.done_at != NEVER_NS:
+                continue
+            if sub.ready >= 1:  # CNPs of marks made one interval ago have arrived
+                sub.credit -= 1
+                if sub.first_cnp:
+                    sub.first_cnp, sub.alpha, sub.rt = False, 1.0, sub.rc
+                if p.clamp_target_rate or sub.stage:
+                    sub.rt = sub.rc
+                sub.rc = max(p.min_rate, sub.rc * (1 - sub.alpha / 2))
+                sub.stage = 0
+                sub.timer_at = now + round(p.rp_timer_ns)
+                self.num_cuts += 1
+            sub.ready = sub.credit
+
+    def _increases(self, now: int) -> None:
+        p = self.p
+        for sub in self.subs:
+            while sub.timer_at <= now and sub.done_at == NEVER_NS:
+                if sub.stage > p.fast_recovery_times:
+                    sub.rt = min(sub.line, sub.rt + p.rate_hai)
+                elif sub.stage == p.fast_recovery_times:
+                    sub.rt = min(sub.line, sub.rt + p.rate_ai)
+                sub.rc = min(sub.line, (sub.rc + sub.rt) / 2)
+                sub.stage += 1
+                sub.timer_at += round(p.rp_timer_ns)
+                if sub.rc >= sub.line * (1 - _EPS) and sub.rt >= sub.line * (1 - _EPS):
+                    sub.rc = sub.rt = sub.line
+                    sub.timer_at = NEVER_NS  # at line rate: further increases change nothing
+
+    # --- rates and what happens next ----------------------------------------------------------------
+    def _settle(self, now: int) -> list[Flow]:
+        """Finish sub-flows whose bytes are all sent (and flows whose sub-flows all are), solve the
+        rates, and plan the next wakeup."""
+        finished: list[Flow] = []
+        ended = [
+            sub
+            for sub in self.subs
+            if sub.done_at == NEVER_NS
+            and sub.x
+            and sub.remaining <= sub.x * 0.5 + _EPS * max(1.0, sub.remaining)
+        ]
+        for sub in ended:
+            sub.remaining = 0.0
+            sub.done_at = now + self._drain_ns(sub)
+        for flow in dict.fromkeys(sub.flow for sub in ended):
+            if all(sub.done_at != NEVER_NS for sub in flow.subs):
+                arrived = max(sub.done_at for sub in flow.subs)
+                if flow.messages > 1:  # the next ring step: new queue pairs once this one arrived
+                    self._waiting[flow] = max(arrived, now + 1)
+                    continue
+                flow.done_at = arrived
+                flow.remaining = 0.0
+                flow.version += 1
+                finished.append(flow)
+        for sub in ended:
+            self.subs.pop(sub)
+            self._by_level = None
+        self._rates()
+        self._plan(now)
+        return finished
+
+    def _drain_ns(self, sub: _Sub) -> int:
+        total = 0.0
+        for _, hops in sub.levels:
+            total += max(
+                self.queue[link] / self.capacity[link] if self.capacity[link] > 0 else 0.0
+                for link, _, _ in hops
+            )
+        return max(0, _ceil(total))
+
+    def _rates(self) -> None:
+        """Each sub-flow's injection: its RC, held to its share of its host's (queue-less) links and,
+        where PFC pauses a queue, to what that queue drains."""
+        self.num_recomputes += 1
+        if self._by_level is None:
+            self._structure()
+        for sub in self.subs:
+            sub.x = sub.rc
+        for sub, share in self._shape().items():  # a host's link shared among the flows it sends
+            sub.x = sub.rc * share
+        throttle = self._pfc()
+        if throttle:
+            for sub, share in throttle.items():
+                sub.x *= share
+            self._shape()
+
+    def _structure(self) -> None:
+        """Which sub-flows cross which links, level by level (rebuilt when sub-flows come or go)."""
+        arrival, users = self.arrival, self.users
+        for link in range(len(arrival)):
+            arrival[link] = 0.0
+        for u in users:
+            u.clear()
+        per_level: dict[float, list[tuple[_Sub, list[tuple[int, float, float]]]]] = {}
+        used: dict[int, None] = {}
+        for sub in self.subs:
+            for level, hops in sub.levels:
+                per_level.setdefault(level, []).append((sub, hops))
+                for link, _, w in hops:
+                    users[link][sub] = w
+                    used[link] = None
+        self._by_level = [per_level[level] for level in sorted(per_level)]
+        self._used = list(used)
+        queue = self.queue  # queues still draining stay, with no arrival
+        self._used_queues = [
+            k for k, spec in enumerate(self.links) if spec.queued and (k in used or queue[k] > 0)
+        ]
+
+    def _pfc(self) -> dict[_Sub, float]:
+        """Links whose queue is at the pause threshold and still filling hold their senders back to
+        what they drain; each pause that starts is counted."""
+        links, capacity, queue, users, arrival = (
+            self.links,
+            self.capacity,
+            self.queue,
+            self.users,
+            self.arrival,
+        )
+        throttle: dict[_Sub, float] = {}
+        for link in self._used_queues:
+            spec = links[link]
+            full = queue[link] >= spec.pfc * (1 - 1e-6)
+            if full and arrival[link] > capacity[link] * (1 + _EPS):
+                if not self.paused[link]:
+                    self.paused[link] = True
+                    self.pfc_pauses += 1
+                share = capacity[link] / arrival[link]
+                for sub in users[link]:
+                    throttle[sub] = min(throttle.get(sub, 1.0), share)
+            elif not full:
+                self.paused[link] = False
+        return throttle
+
+    def _shape(self) -> dict[_Sub, float]:
+        """Arrival per link with each sub-flow shaped by the links before it on its path (a link with
+        a queue, or overloaded, passes C/A of what arrives); returns each sub-flow's share of the
+        queue-less links it crosses (hosts' links: how fast it can inject)."""
+        arrival, capacity, queue, links = self.arrival, self.capacity, self.queue, self.links
+        for link in self._used:
+            arrival[link] = 0.0
+        factor = {sub: sub.x for sub in self.subs}
+        share_of: dict[_Sub, float] = {}
+        for entries in self._by_level:  # type: ignore[union-attr]
+            for sub, hops in entries:
+                rate = factor[sub]
+                for link, _, w in hops:
+                    arrival[link] += w * rate
+            for sub, hops in entries:
+                share = 1.0
+                for link, _, _ in hops:
+                    a = arrival[link]
+                    if a > capacity[link] * (1 + _EPS) or (queue[link] > 0 and a > 0):
+                        share = min(share, capacity[link] / a)
+                if share < 1:
+                    if not links[hops[0][0]].queued:
+                        share_of[sub] = min(share_of.get(sub, 1.0), share)
+                    factor[sub] *= share
+        return share_of
+
+    def _plan(self, now: int) -> None:
+        """The next instant something changes: a cut check, an increase, a queue crossing a
+        threshold or emptying, a sub-flow's last byte."""
+        links, queue, capacity = self.links, self.queue, self.capacity
+        wake = NEVER_NS
+        marking = False
+        for link in self._used_queues:
+            spec = links[link]
+            q, net = queue[link], self.arrival[link] - capacity[link]
+            if q > spec.kmin and q > 0:
+                marking = True
+            if net > _EPS * capacity[link]:
+                if q < spec.kmin:
+                    wake = min(wake, now + _ceil((spec.kmin - q) / net) + 1)
+                if q < spec.pfc:
+                    wake = min(wake, now + max(1, _ceil((spec.pfc - q) / net)))
+            elif q > 0 and net < -_EPS * capacity[link]:
+                wake = min(wake, now + max(1, _ceil(q / -net)))
+        for sub in self.subs:
+            if sub.credit >= 1 or sub.ready >= 1:
+                marking = True
+            wake = min(wake, sub.timer_at)
+            if sub.x > 0:
+                wake = min(wake, now + max(1, _ceil(sub.remaining / sub.x)))
+        if self._waiting:
+            wake = min(wake, min(self._waiting.values()))
+        self.stepping = marking
+        if marking:
+            wake = min(wake, (now // self._tick + 1) * self._tick)
+        self.wakeup_ns = wake if wake > now else now + 1
+
+
+def _mark(spec: FluidLink, q: float) -> float:
+    """RED/ECN marking probability at queue length q (`SwitchMmu::ShouldSendCN`)."""
+    if q <= spec.kmin:
+        return 0.0
+    if q > spec.kmax:
+        return 1.0
+    return spec.pmax * (q - spec.kmin) / (spec.kmax - spec.kmin) if spec.kmax > spec.kmin else 1.0
+
+
+def _chance(prob: float, packets: float) -> float:
+    """The chance that at least one of `packets` packets is marked at probability `prob`."""
+    if prob <= 0 or packets <= 0:
+        return 0.0
+    if prob >= 1:
+        return 1.0
+    return -math.expm1(packets * math.log1p(-prob))
+
+
+def _ceil(ns: float) -> int:
+    """Whole nanoseconds, rounding up but forgiving float noise (as `flows.Flow.finish_time` does), so
+    that a folded class's summed loads and its members' separate ones give the same instants."""
+    return math.ceil(ns - 1e-6)

@@ -1,0 +1,370 @@
+"""The DCQCN fluid model (`network.dcqcn`) against what DCQCN is known to do, and its inputs."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+
+from astra_hetero.backends.embedded.network.dcqcn import DcqcnNetwork, FluidFlow, FluidLink
+from astra_hetero.backends.embedded.network.flows import NEVER_NS
+from astra_hetero.backends.embedded.rundir.dcqcn_config import DcqcnParams, read_dcqcn_config
+from astra_hetero.errors import RunDirError
+
+GBPS = 0.125  # bytes per ns
+KMIN_400, KMAX_400 = 800e3, 3200e3  # what the topology writer gives 400 Gbit/s links at 32 MB
+KMIN_100, KMAX_100 = 400e3, 1600e3
+
+
+def ns3_defaults(**changes: float) -> DcqcnParams:
+    """The spec's DCQCN defaults as config.txt writes them (HPCC's ns-3 reference setup)."""
+    values = dict(
+        alpha_resume_interval_ns=1000.0,
+        rate_decrease_interval_ns=4000.0,
+        clamp_target_rate=False,
+        rp_timer_ns=900_000.0,
+        ewma_gain=1 / 256,
+        fast_recovery_times=1,
+        rate_ai=50e6 / 8e9,
+        rate_hai=100e6 / 8e9,
+        min_rate=100e6 / 8e9,
+        payload_bytes=1000,
+        buffer_bytes=32 * 2**20,
+        ecn={},
+    )
+    values.update(changes)
+    return DcqcnParams(**values)  # type: ignore[arg-type]
+
+
+def sigcomm15(**changes: float) -> DcqcnParams:
+    """DCQCN's published parameters (Zhu et al., SIGCOMM 2015, section 6: 40 Gbit/s, g = 1/256, K = 55
+    µs, fast recovery F = 5, R_AI = 40 Mbit/s; CNPs at most every 50 µs)."""
+    return ns3_defaults(
+        alpha_resume_interval_ns=55_000.0,
+        rate_decrease_interval_ns=50_000.0,
+        rp_timer_ns=55_000.0,
+        fast_recovery_times=5,
+        rate_ai=40e6 / 8e9,
+        rate_hai=400e6 / 8e9,
+        min_rate=10e6 / 8e9,
+        **changes,
+    )
+
+
+def switch_link(kmin: float, kmax: float, pmax: float, params: DcqcnParams) -> FluidLink:
+    return FluidLink(True, 1.0, kmin, kmax, pmax, params.buffer_bytes / 9)
+
+
+def run(net: DcqcnNetwork, starts: list[tuple[int, FluidFlow]], until: int = NEVER_NS, sample=None) -> None:
+    """Drive the network as the engine does: flows start at their times, steps at its wakeups."""
+    pending = sorted(starts, key=lambda s: s[0])
+    finished: set[FluidFlow] = set()
+    while True:
+        start = pending[0][0] if pending else NEVER_NS
+        now = min(start, net.wakeup_ns)
+        if now >= until or (not pending and starts and len(finished) == len(starts)) or now >= NEVER_NS:
+            return
+        if start <= net.wakeup_ns:
+            finished.update(net.add(pending.pop(0)[1], now))  # type: ignore[arg-type]
+        else:
+            finished.update(net.step(now))  # type: ignore[arg-type]
+            if sample:
+                sample(now)
+
+
+def sent(flow: FluidFlow, total: float) -> float:
+    return total - flow.subs[0].remaining
+
+
+@pytest.mark.parametrize("num_bytes", [10e6, 10e9])
+def test_a_single_flow_on_an_uncongested_path_keeps_line_rate_without_marks(num_bytes):
+    params = ns3_defaults()
+    net = DcqcnNetwork(
+        [400 * GBPS, 400 * GBPS],
+        [FluidLink(False, 0.0), switch_link(KMIN_400, KMAX_400, 0.2, params)],
+        params,
+    )
+    flow = FluidFlow(((0, 1.0), (1, 1.0)), num_bytes, None)
+    run(net, [(0, flow)])
+    assert flow.done_at == math.ceil(num_bytes / (400 * GBPS))
+    assert net.stats()["rate_cuts"] == 0 and max(net.queue) == 0
+    assert net.stats()["steps"] <= 2  # its end, whatever its size: cost does not grow with bytes
+
+
+def test_flows_into_one_bottleneck_converge_to_fair_shares_with_the_queue_between_kmin_and_kmax():
+    params = sigcomm15()
+    n, kmin, kmax = 4, 5e3, 200e3  # SIGCOMM'15: Kmin 5 KB, Kmax 200 KB, Pmax 1 %
+    links = [FluidLink(False, 0.0)] * n + [switch_link(kmin, kmax, 0.01, params)]
+    net = DcqcnNetwork([40 * GBPS] * (n + 1), links, params)
+    total = 1e12
+    flows = [FluidFlow(((i, 1.0), (n, 1.0)), total, None) for i in range(n)]
+    run(net, [(i * 2_000_000, f) for i, f in enumerate(flows)], until=60_000_000)  # staggered starts
+    before = [sent(f, total) for f in flows]
+    queue: list[float] = []
+    run(net, [], until=100_000_000, sample=lambda _: queue.append(net.queue[n]))
+    rates = [(sent(f, total) - b) / 40e6 / GBPS for f, b in zip(flows, before, strict=True)]  # Gbit/s
+    assert all(abs(rate - 10) < 0.6 for rate in rates), rates  # each 1/4 of 40 Gbit/s
+    assert sum(rates) > 0.95 * 40
+    assert kmin < statistics.mean(queue) < kmax
+    assert sum(q > kmin for q in queue) > 0.6 * len(queue)  # mostly marking ...
+    assert max(queue) < 1.5 * kmax  # ... and never far above KMAX
+    assert net.stats()["pfc_pauses"] == 0
+
+
+def test_a_400_to_100g_step_down_cuts_by_halves_then_settles_at_the_100g_rate():
+    params = ns3_defaults()
+    links = [FluidLink(False, 0.0), switch_link(KMIN_100, KMAX_100, 0.2, params)]
+    net = DcqcnNetwork([400 * GBPS, 100 * GBPS], links, params)
+    total = 1e12
+    flow = FluidFlow(((0, 1.0), (1, 1.0)), total, None)
+    rates: list[float] = []
+    run(net, [(0, flow)], until=200_000, sample=lambda _: rates.append(flow.subs[0].rc / GBPS))
+    cuts = [r for r in dict.fromkeys(rates) if r < 400]
+    # the first CNP sets α = 1: each decrease interval with marks halves the rate (RC·(1 − α/2))
+    assert cuts[0] == pytest.approx(200, rel=1e-3) and cuts[1] == pytest.approx(100, rel=0.01)
+    first = next(i for i, r in enumerate(rates) if r < 400)
+    assert min(rates) < 100  # the queue built above KMIN drains only below 100G
+    # then recovery: RP_TIMER steps toward the target and gentler cuts (α decays) around 100G
+    run(net, [], until=40_000_000)
+    before = sent(flow, total)
+    run(net, [], until=80_000_000)
+    rate = (sent(flow, total) - before) / 40e6 / GBPS
+    assert 85 < rate <= 100.001, rate
+    assert net.stats()["pfc_pauses"] == 0 and first > 0
+
+
+@pytest.mark.parametrize("n, buffer_mb, pauses", [(2, 32, False), (8, 32, True), (2, 1, True)])
+def test_pfc_pauses_only_once_a_queue_reaches_its_threshold(n, buffer_mb, pauses):
+    """n 400G senders into one 400G port: two fill it slowly enough for DCQCN to hold the queue
+    below the pause threshold of a 32 MB buffer (B/9); eight (incast) do not, nor do two with 1 MB."""
+    params = ns3_defaults(buffer_bytes=buffer_mb * 2**20)
+    links = [FluidLink(False, 0.0)] * n + [switch_link(KMIN_400, KMAX_400, 0.2, params)]
+    net = DcqcnNetwork([400 * GBPS] * (n + 1), links, params)
+    flows = [FluidFlow(((i, 1.0), (n, 1.0)), 50e6, None) for i in range(n)]
+    peak: list[float] = []
+    run(net, [(0, f) for f in flows], sample=lambda _: peak.append(net.queue[n]))
+    threshold = params.buffer_bytes / 9
+    assert (net.stats()["pfc_pauses"] > 0) == pauses
+    assert max(peak) <= threshold * (1 + 1e-6)
+    assert (max(peak) >= threshold * (1 - 1e-6)) == pauses
+    assert all(f.done_at < NEVER_NS for f in flows)
+
+
+def test_a_sub_flow_from_a_fast_host_is_cut_while_its_slow_partner_runs_on():
+    """A ring step between a 400G and a 100G host: the 400G sender's queue pair steps down onto the
+    100G NIC and is cut; the 100G sender's is never marked (ns-3 keeps one RP per queue pair)."""
+    params = ns3_defaults()
+    # links: 0 host A (400G), 1 host B (100G), 2 switch -> B (100G), 3 switch -> A (400G)
+    links = [
+        FluidLink(False, 0.0),
+        FluidLink(False, 0.0),
+        switch_link(KMIN_100, KMAX_100, 0.2, params),
+        switch_link(KMIN_400, KMAX_400, 0.2, params),
+    ]
+    net = DcqcnNetwork([400 * GBPS, 100 * GBPS, 100 * GBPS, 400 * GBPS], links, params)
+    flow = FluidFlow(((0, 1.0), (1, 1.0), (2, 1.0), (3, 1.0)), 50e6, None)
+    flow.paths = (((0, 1.0), (2, 1.0)), ((1, 1.0), (3, 1.0)))
+    run(net, [(0, flow)])
+    a_to_b, b_to_a = flow.subs
+    assert b_to_a.first_cnp and b_to_a.done_at == math.ceil(50e6 / (100 * GBPS))
+    assert not a_to_b.first_cnp and a_to_b.done_at > b_to_a.done_at
+    assert flow.done_at == a_to_b.done_at  # the phase ends with its slowest transfer
+
+
+CONFIG = """CC_MODE 1
+ALPHA_RESUME_INTERVAL 1
+RATE_DECREASE_INTERVAL 4
+CLAMP_TARGET_RATE 0
+RP_TIMER 900
+EWMA_GAIN 0.00390625
+FAST_RECOVERY_TIMES 1
+RATE_AI 50Mb/s
+RATE_HAI 100Mb/s
+MIN_RATE 100Mb/s
+PACKET_PAYLOAD_SIZE 1000
+BUFFER_SIZE 32
+KMAX_MAP 2 100000000000 1600 400000000000 3200
+KMIN_MAP 2 100000000000 400 400000000000 800
+PMAX_MAP 2 100000000000 0.2 400000000000 0.2
+"""
+
+
+def test_the_parameters_come_from_config_txt_in_ns3_units(tmp_path: Path):
+    path = tmp_path / "config.txt"
+    path.write_text(CONFIG)
+    params = read_dcqcn_config(path)
+    assert params == ns3_defaults(ecn=params.ecn)
+    assert (
+        params.ecn[100_000_000_000].kmin_bytes == 400e3 and params.ecn[400_000_000_000].kmax_bytes == 3200e3
+    )
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ("RP_TIMER 900", "RP_TIMER missing"),
+        ("RATE_AI 50Mb/s", "RATE_AI missing"),
+        ("CC_MODE 1", "CC_MODE missing"),
+    ],
+)
+def test_a_missing_key_names_the_file_and_the_key(tmp_path: Path, change, words):
+    path = tmp_path / "config.txt"
+    path.write_text(CONFIG.replace(change + "\n", ""))
+    with pytest.raises(RunDirError, match=words) as info:
+        read_dcqcn_config(path)
+    assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (("RATE_AI 50Mb/s", "RATE_AI fast"), "RATE_AI must be a rate"),
+        (("CC_MODE 1", "CC_MODE 3"), "not DCQCN"),
+        (("KMIN_MAP 2 100000000000 400 400000000000 800", "KMIN_MAP 1 100000000000 400"), "same link rates"),
+        (("EWMA_GAIN 0.00390625", "EWMA_GAIN 2"), "EWMA_GAIN"),
+    ],
+)
+def test_malformed_values_are_refused_by_key(tmp_path: Path, change, words):
+    path = tmp_path / "config.txt"
+    path.write_text(CONFIG.replace(*change))
+    with pytest.raises(RunDirError, match=words):
+        read_dcqcn_config(path)
+
+
+# --- in the engine ------------------------------------------------------------------------------------
+STUDY = Path(__file__).resolve().parents[2] / "examples/studies/packet_fidelity.yaml"
+
+
+def study_cluster(tmp_path: Path, link_model: str, dynamics: list | None = None) -> Path:
+    """Study 4's 8-GPU cluster (an H100 node at 400G, an A100 node at 100G, 2:1 spine) cut to one
+    micro-batch: its gradient all-reduce steps down from 400G onto the A100s' NICs."""
+    import yaml
+
+    from astra_hetero.pipeline import build_run_dir
+    from astra_hetero.spec import parse_spec
+
+    base = yaml.safe_load(STUDY.read_text())["base"]
+    base["network"] = {**base["network"], "link_model": link_model}
+    if dynamics:
+        base["dynamics"] = dynamics
+    base["scope"] = {"layers_per_stage": 1, "micro_batches_per_replica": 1}
+    base["parallelism"] = {**base["parallelism"], "global_batch_size": 2}
+    return build_run_dir(parse_spec(base), tmp_path / link_model).root
+
+
+def test_dcqcn_in_the_engine_folds_exactly_and_slows_the_step_down(tmp_path):
+    from astra_hetero.backends.embedded.backend import EmbeddedBackend
+
+    flow = EmbeddedBackend(timeline=False).run(study_cluster(tmp_path, "ns3_packets")).result
+    root = study_cluster(tmp_path, "dcqcn")
+    folded = EmbeddedBackend(timeline=False).run(root).result
+    plain = EmbeddedBackend(timeline=False, fold=False).run(root).result
+    assert folded.iteration_time_us == plain.iteration_time_us
+    assert folded.meta["folding"]["rank_classes"] < folded.num_ranks
+    assert folded.iteration_time_us > flow.iteration_time_us  # DCQCN's cuts at the 400G -> 100G step
+    assert folded.meta["dcqcn"]["rate_cuts"] > 0
+    assert folded.meta["link_model"].startswith("dcqcn: DCQCN fluid model on ns3_packets")
+
+
+def test_dcqcn_refuses_a_calibrated_step_down_efficiency():
+    from pydantic import ValidationError
+
+    from astra_hetero.spec.schema import NetworkSpec
+
+    with pytest.raises(ValidationError, match="step_down_efficiency"):
+        NetworkSpec(link_model="dcqcn", step_down_efficiency=0.66)
+    with pytest.raises(ValidationError, match="dcqcn.enabled"):
+        NetworkSpec(link_model="auto", dcqcn={"enabled": False})
+
+
+def test_dcqcn_with_dynamics_events_folds_exactly(tmp_path):
+    """Two iterations with a NIC slowed for a while and background traffic onto the A100 node: the
+    dynamic engine runs the fluid model too, folded or rank by rank alike."""
+    from astra_hetero.backends.embedded.backend import EmbeddedBackend
+
+    events = [
+        {
+            "event": "link_rate",
+            "node_group": "a100",
+            "node": 0,
+            "kind": "nic",
+            "factor": 0.5,
+            "start_ms": 0.5,
+            "end_ms": 3,
+        },
+        {
+            "event": "background_traffic",
+            "from": {"node_group": "h100", "node": 0},
+            "to": {"node_group": "a100", "node": 0},
+            "gbps": 50,
+            "start_ms": 1,
+            "end_ms": 6,
+        },
+    ]
+    root = study_cluster(tmp_path, "dcqcn", dynamics=events)
+    folded = EmbeddedBackend(timeline=False, iterations=2).run(root).result
+    plain = EmbeddedBackend(timeline=False, iterations=2, fold=False).run(root).result
+    assert folded.iteration_time_us == plain.iteration_time_us
+    assert folded.meta["dcqcn"]["rate_cuts"] > 0 and folded.meta["iterations"] == 2
+
+
+def test_auto_takes_the_fluid_model_only_where_rates_step_down_or_leaves_are_oversubscribed(tmp_path):
+    from astra_hetero.backends.embedded.network.fluid_links import fluid_link_set, heights
+    from astra_hetero.backends.embedded.rundir.topology import read_topology
+
+    topo = read_topology(study_cluster(tmp_path, "auto") / "ns3/topology.txt")
+    height = heights(topo)
+    gbps = [round(r * 8) for r in topo.link_bytes_per_ns]
+    chosen = fluid_link_set(topo)
+    down_to_100g = {
+        k
+        for k in range(topo.num_links)
+        if height[topo.link_src[k]] == 2 and gbps[k] == 100 and height[topo.link_dst[k]] == 1
+    }  # leaf -> the A100s' 100G NICs
+    h100_leaf = {
+        topo.link_dst[k] for k in range(topo.num_links) if gbps[k] == 400 and height[topo.link_src[k]] == 1
+    }
+    uplinks = {  # the H100 leaf's: 4 x 400G NICs below, 2 x 400G spines above (the A100 leaf's are not)
+        k for k in range(topo.num_links) if topo.link_src[k] in h100_leaf and height[topo.link_dst[k]] == 3
+    }
+    assert down_to_100g and uplinks and chosen == down_to_100g | uplinks
+
+
+def test_auto_on_a_fabric_without_step_downs_is_the_flow_model(tmp_path):
+    import yaml
+
+    from astra_hetero.backends.embedded.backend import EmbeddedBackend
+    from astra_hetero.pipeline import build_run_dir
+    from astra_hetero.spec import parse_spec
+
+    base = yaml.safe_load(STUDY.read_text())["base"]
+    base["cluster"]["node_groups"][1] = {**base["cluster"]["node_groups"][0], "name": "h100b"}
+    base["mapping"] = {"replicas": ["h100", "h100b"]}
+    base["scope"] = {"layers_per_stage": 1, "micro_batches_per_replica": 1}
+    base["parallelism"] = {**base["parallelism"], "global_batch_size": 2}
+    results = {}
+    for model in ("auto", "ns3_packets"):
+        base["network"] = {"topology": "spine_leaf", "nodes_per_leaf": 1, "link_model": model}
+        root = build_run_dir(parse_spec(base), tmp_path / model).root
+        results[model] = EmbeddedBackend(timeline=False).run(root).result
+    assert results["auto"].iteration_time_us == results["ns3_packets"].iteration_time_us
+    assert "dcqcn" not in results["auto"].meta
+
+
+def test_each_message_of_a_ring_starts_a_new_queue_pair_at_line_rate():
+    """ASTRA-sim sends a ring's steps as messages in turn, each on a new queue pair in ns-3: each
+    starts at line rate, learns nothing from the one before, and is cut again at a step-down."""
+    params = ns3_defaults()
+    times, cuts = [], []
+    for messages in (1, 2):
+        links = [FluidLink(False, 0.0), switch_link(KMIN_100, KMAX_100, 0.2, params)]
+        net = DcqcnNetwork([400 * GBPS, 100 * GBPS], links, params)
+        flow = FluidFlow(((0, 1.0), (1, 1.0)), 20e6, None)
+        flow.messages = messages
+        run(net, [(0, flow)])
+        times.append(flow.done_at)
+        cuts.append(net.stats()["rate_cuts"])
+    assert times[1] > times[0] > 20e6 / (100 * GBPS)  # slower than the bottleneck, more so in two
+    assert cuts[1] >= cuts[0] + 3  # the second message's first cuts: 400 -> 200 -> 100 -> below
