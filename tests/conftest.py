@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import copy
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, settings
 
 # Property tests run a fixed, modest set of examples so that the suite is deterministic and fast on
@@ -21,6 +23,12 @@ settings.register_profile(
 )
 settings.register_profile("explore", max_examples=2000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def shipped_specs() -> list[Path]:
+    """The spec files directly under examples/ (not the experiments list, which has a `format` key)."""
+    paths = sorted((Path(__file__).parents[1] / "examples").glob("*.yaml"))
+    return [p for p in paths if "format" not in (yaml.safe_load(p.read_text()) or {})]
 
 
 def budget(examples: int) -> int:

@@ -19,9 +19,10 @@ from astra_hetero.jobs.load import load_run_spec, parse_run_spec
 from astra_hetero.pipeline import build_run_dir
 from astra_hetero.rank_classes import CLASS_MAP
 from astra_hetero.spec import parse_spec
+from tests.conftest import shipped_specs
 from tests.embedded.folding_checks import assert_same_simulation, simulate_both, symmetric_job
 
-EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.yaml"))
+EXAMPLES = shipped_specs()
 MODELS = ("nccl", "ideal")
 
 
