@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -93,6 +94,5 @@ NOT_SPECS = ("experiments.yaml",)
 
 def example_specs() -> list:
     """The spec files shipped at the top of examples/ (pathlib.Path objects, sorted)."""
-    from pathlib import Path
 
     return sorted(p for p in Path(EXAMPLES_DIR).glob("*.yaml") if p.name not in NOT_SPECS)

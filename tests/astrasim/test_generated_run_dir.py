@@ -61,3 +61,16 @@ def test_execute_writes_result_only_on_success_and_keeps_the_log(tmp_path, bin_d
     assert {name: (run_dir / name).read_bytes() for name in before} == before
     assert "comm_size not found" in (run_dir / "logs/analytical-unaware.failed.log").read_text()
     assert "logs/analytical-unaware.failed.log" in str(failed.value)
+
+
+def test_an_astrasim_run_of_traces_by_class_publishes_the_per_rank_files_it_needed(tmp_path, bin_dir):
+    from astra_hetero.pipeline import build_run_dir, execute
+
+    spec = parse_spec(make_spec_data())
+    by_class = build_run_dir(spec, tmp_path / "classes").root
+    per_rank = build_run_dir(spec, tmp_path / "per-rank", per_rank=True).root
+    assert not list((by_class / "workload").glob("workload.*.et"))
+    execute(by_class, "analytical-unaware", bin_dir=str(bin_dir))
+    for rank in range(16):  # written from the class traces, as the per-rank generator writes them
+        name = f"workload/workload.{rank}.et"
+        assert (by_class / name).read_bytes() == (per_rank / name).read_bytes()
