@@ -292,21 +292,32 @@ class DcqcnNetwork:
                 q = queue[link] + (arrival[link] - capacity[link]) * dt
                 queue[link] = min(max(q, 0.0), max(links[link].pfc, old_q[link]))
         decay = math.exp(self._gain_per_ns * dt)
-        alpha_packets = p.alpha_resume_interval_ns / p.payload_bytes
+        alpha_packets = p.alpha_resume_interval_ns / p.payload_bytes  # packets per byte per ns, times ns
         cut_packets = p.rate_decrease_interval_ns / p.payload_bytes
         for sub in self.subs:
             if sub.done_at != NEVER_NS:
                 continue
             sub.remaining -= sub.x * dt
-            prob = 0.0
+            # marks fall on the packets a queue sends (ns-3 marks at dequeue): the sub-flow's share of
+            # what the link drains, at each marking queue on its path; log of "no mark" per byte
+            unmarked = 0.0
             for link, _ in sub.links:
                 spec = links[link]
                 if spec.queued and (queue[link] > spec.kmin or old_q[link] > spec.kmin):
-                    prob = max(prob, (_mark(spec, old_q[link]) + _mark(spec, queue[link])) / 2)
+                    prob = (_mark(spec, old_q[link]) + _mark(spec, queue[link])) / 2
+                    if prob >= 1:
+                        unmarked = -math.inf
+                        break
+                    drained = min(1.0, capacity[link] / arrival[link]) if arrival[link] > 0 else 1.0
+                    unmarked += sub.x * drained * math.log1p(-prob)
+            if not unmarked:
+                if not sub.first_cnp:
+                    sub.alpha = sub.alpha * decay
+                continue
             if not sub.first_cnp:
-                sub.alpha = sub.alpha * decay + (1 - decay) * _chance(prob, sub.x * alpha_packets)
-            if prob:
-                sub.credit += _chance(prob, sub.x * cut_packets) * (dt / p.rate_decrease_interval_ns)
+                sub.alpha = sub.alpha * decay + (1 - decay) * -math.expm1(unmarked * alpha_packets)
+            window = -math.expm1(unmarked * cut_packets)  # a CNP in a decrease interval
+            sub.credit += window * (dt / p.rate_decrease_interval_ns)
         self.t = now
 
     def _cuts(self, now: int) -> None:
