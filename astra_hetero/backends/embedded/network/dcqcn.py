@@ -58,6 +58,7 @@ hop by hop (a pause holds back the senders directly), and queues at hosts.
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
 
@@ -86,6 +87,8 @@ class _Sub:
 
     __slots__ = (
         "flow",
+        "path",
+        "message",
         "levels",
         "links",
         "remaining",
@@ -109,10 +112,8 @@ class _Sub:
         self.links = links
         self.levels = levels  # [(level, [(link, weight, arrival weight)])] in path order
         self.line = line
-        self.start(num_bytes)
-
-    def start(self, num_bytes: float) -> None:
-        """A new queue pair for a message of `num_bytes`: line rate, nothing learnt (ns-3's QP)."""
+        self.path = self.message = 0
+        # a new queue pair: line rate, nothing learnt (ns-3's RdmaQueuePair)
         self.remaining = num_bytes
         self.rc = self.rt = self.line
         self.alpha, self.stage, self.timer_at, self.first_cnp = 1.0, 0, NEVER_NS, True
@@ -123,21 +124,26 @@ class _Sub:
 
 class FluidFlow(Flow):
     """A flow of the fluid model; `paths` (set by the engine from the phase plan): its sub-flows'
-    links in the plan's link ids (bundles), empty for one sub-flow over `links`; `messages`: the
-    bytes go as that many messages in turn (ring steps), each on a new queue pair once every
-    sub-flow's previous one has arrived."""
+    links in the plan's link ids (bundles), empty for one sub-flow over `links`; `messages`: each
+    path's bytes go as that many messages (ring steps), each on a new queue pair; `after[p]`: the
+    path whose message m must have arrived before path p sends message m + 1 (a ring node forwards
+    what its predecessor sent; -1 or absent: p's own message m), so messages of one path overlap
+    when its predecessor is faster."""
 
-    __slots__ = ("paths", "messages", "message_bytes", "subs", "done_at")
+    __slots__ = ("paths", "messages", "after", "message_bytes", "subs", "done_at", "routes", "started")
 
     def __init__(
         self, links: tuple[tuple[int, float], ...], num_bytes: float, owner: object, solo_rate: float = 0.0
     ) -> None:
         super().__init__(links, num_bytes, owner, solo_rate)
         self.paths: tuple[tuple[tuple[int, float], ...], ...] = ()
-        self.messages = 1  # messages left, the one under way included
+        self.messages = 1
+        self.after: tuple[int, ...] = ()
         self.message_bytes = 0.0
-        self.subs: list[_Sub] = []
+        self.subs: list[_Sub] = []  # every queue pair it has started
         self.done_at = NEVER_NS
+        self.routes: list[tuple[list[tuple[int, float]], list, float]] = []  # per path: links, levels, line
+        self.started: list[int] = []  # per path: messages started
 
     def finish_time(self, now: int) -> int:
         return self.done_at
@@ -179,7 +185,8 @@ class DcqcnNetwork:
         self._by_level: list[list[tuple[_Sub, list[tuple[int, float, float]]]]] | None = []
         self._used: list[int] = []
         self._used_queues: list[int] = []  # queues some sub-flow crosses (others stay as they are)
-        self._waiting: dict[FluidFlow, int] = {}  # flows between messages -> when the next one starts
+        self._arrivals: list[tuple[int, int, _Sub]] = []  # heap: (arrival, seq, queue pair) of messages
+        self._seq = 0
 
     # --- the flow model's interface ----------------------------------------------------------------
     def add(self, flow: Flow, now: int) -> list[Flow]:
@@ -193,17 +200,26 @@ class DcqcnNetwork:
             by_level: dict[float, list[tuple[int, float, float]]] = {}
             for link, w in links:
                 by_level.setdefault(self.links[link].level, []).append((link, w, w * spread[link]))
-            sub = _Sub(flow, links, sorted(by_level.items()), flow.message_bytes, self._line(links))
-            flow.subs.append(sub)
-            self.subs[sub] = None
-        self._by_level = None
+            flow.routes.append((links, sorted(by_level.items()), self._line(links)))
+        flow.started = [0] * len(flow.routes)
+        for path in range(len(flow.routes)):
+            self._start(flow, path)
         return self._settle(now)
+
+    def _start(self, flow: FluidFlow, path: int) -> None:
+        """The path's next message, on a new queue pair."""
+        links, levels, line = flow.routes[path]
+        sub = _Sub(flow, links, levels, flow.message_bytes, line)
+        sub.path, sub.message = path, flow.started[path]
+        flow.started[path] += 1
+        flow.subs.append(sub)
+        self.subs[sub] = None
+        self._by_level = None
 
     def remove(self, flow: Flow, now: int) -> list[Flow]:
         self._advance(now)
         for sub in flow.subs:  # type: ignore[attr-defined]
             self.subs.pop(sub, None)
-        self._waiting.pop(flow, None)  # type: ignore[call-overload]
         self._by_level = None
         return self._settle(now)
 
@@ -214,13 +230,15 @@ class DcqcnNetwork:
         if self.stepping and now % self._tick == 0:
             self._cuts(now)
         self._increases(now)
-        for flow in [f for f, at in self._waiting.items() if at <= now]:  # next messages start
-            del self._waiting[flow]
-            flow.messages -= 1
-            for sub in flow.subs:
-                sub.start(flow.message_bytes)
-                self.subs[sub] = None
-            self._by_level = None
+        arrivals = self._arrivals
+        while arrivals and arrivals[0][0] <= now:  # a message arrived: its successors send the next
+            _, _, sub = heapq.heappop(arrivals)
+            flow = sub.flow
+            nxt = sub.message + 1
+            for path in range(len(flow.routes)):
+                before = flow.after[path] if path < len(flow.after) and flow.after[path] >= 0 else path
+                if before == sub.path and flow.started[path] == nxt and nxt < flow.messages:
+                    self._start(flow, path)
         return self._settle(now)
 
     def set_capacities(self, capacities: dict[int, float], now: int) -> list[Flow]:
@@ -367,13 +385,14 @@ class DcqcnNetwork:
         for sub in ended:
             sub.remaining = 0.0
             sub.done_at = now + self._drain_ns(sub)
+        for sub in ended:
+            if sub.message + 1 < sub.flow.messages:  # its arrival lets the next messages go
+                self._seq += 1
+                heapq.heappush(self._arrivals, (max(sub.done_at, now + 1), self._seq, sub))
         for flow in dict.fromkeys(sub.flow for sub in ended):
-            if all(sub.done_at != NEVER_NS for sub in flow.subs):
-                arrived = max(sub.done_at for sub in flow.subs)
-                if flow.messages > 1:  # the next ring step: new queue pairs once this one arrived
-                    self._waiting[flow] = max(arrived, now + 1)
-                    continue
-                flow.done_at = arrived
+            complete = all(n == flow.messages for n in flow.started)
+            if complete and all(sub.done_at != NEVER_NS for sub in flow.subs):
+                flow.done_at = max(sub.done_at for sub in flow.subs)
                 flow.remaining = 0.0
                 flow.version += 1
                 finished.append(flow)
@@ -506,8 +525,8 @@ class DcqcnNetwork:
             wake = min(wake, sub.timer_at)
             if sub.x > 0:
                 wake = min(wake, now + max(1, _ceil(sub.remaining / sub.x)))
-        if self._waiting:
-            wake = min(wake, min(self._waiting.values()))
+        if self._arrivals:
+            wake = min(wake, self._arrivals[0][0])
         self.stepping = marking
         if marking:
             wake = min(wake, (now // self._tick + 1) * self._tick)
