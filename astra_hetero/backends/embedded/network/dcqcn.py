@@ -130,7 +130,17 @@ class FluidFlow(Flow):
     what its predecessor sent; -1 or absent: p's own message m), so messages of one path overlap
     when its predecessor is faster."""
 
-    __slots__ = ("paths", "messages", "after", "message_bytes", "subs", "done_at", "routes", "started")
+    __slots__ = (
+        "paths",
+        "messages",
+        "after",
+        "message_bytes",
+        "subs",
+        "done_at",
+        "routes",
+        "started",
+        "arrived",
+    )
 
     def __init__(
         self, links: tuple[tuple[int, float], ...], num_bytes: float, owner: object, solo_rate: float = 0.0
@@ -144,6 +154,7 @@ class FluidFlow(Flow):
         self.done_at = NEVER_NS
         self.routes: list[tuple[list[tuple[int, float]], list, float]] = []  # per path: links, levels, line
         self.started: list[int] = []  # per path: messages started
+        self.arrived: list[int] = []  # per path: messages arrived
 
     def finish_time(self, now: int) -> int:
         return self.done_at
@@ -202,6 +213,7 @@ class DcqcnNetwork:
                 by_level.setdefault(self.links[link].level, []).append((link, w, w * spread[link]))
             flow.routes.append((links, sorted(by_level.items()), self._line(links)))
         flow.started = [0] * len(flow.routes)
+        flow.arrived = [0] * len(flow.routes)
         for path in range(len(flow.routes)):
             self._start(flow, path)
         return self._settle(now)
@@ -234,11 +246,12 @@ class DcqcnNetwork:
         while arrivals and arrivals[0][0] <= now:  # a message arrived: its successors send the next
             _, _, sub = heapq.heappop(arrivals)
             flow = sub.flow
-            nxt = sub.message + 1
+            flow.arrived[sub.path] += 1  # messages of one path may arrive out of order: count them
             for path in range(len(flow.routes)):
                 before = flow.after[path] if path < len(flow.after) and flow.after[path] >= 0 else path
-                if before == sub.path and flow.started[path] == nxt and nxt < flow.messages:
-                    self._start(flow, path)
+                if before == sub.path:
+                    while flow.started[path] < min(flow.messages, flow.arrived[before] + 1):
+                        self._start(flow, path)
         return self._settle(now)
 
     def set_capacities(self, capacities: dict[int, float], now: int) -> list[Flow]:
