@@ -193,6 +193,7 @@ class DcqcnNetwork:
         self._levels = sorted({link.level for link in links})
         self._gain_per_ns = math.log1p(-params.ewma_gain) / params.alpha_resume_interval_ns
         self._tick = max(1, round(params.rate_decrease_interval_ns))
+        self._dirty = True  # rates must be solved again
         self._by_level: list[list[tuple[_Sub, list[tuple[int, float, float]]]]] | None = []
         self._used: list[int] = []
         self._used_queues: list[int] = []  # queues some sub-flow crosses (others stay as they are)
@@ -227,12 +228,14 @@ class DcqcnNetwork:
         flow.subs.append(sub)
         self.subs[sub] = None
         self._by_level = None
+        self._dirty = True
 
     def remove(self, flow: Flow, now: int) -> list[Flow]:
         self._advance(now)
         for sub in flow.subs:  # type: ignore[attr-defined]
             self.subs.pop(sub, None)
         self._by_level = None
+        self._dirty = True
         return self._settle(now)
 
     def step(self, now: int) -> list[Flow]:
@@ -260,6 +263,7 @@ class DcqcnNetwork:
         self._advance(now)
         for link, capacity in capacities.items():
             self.capacity[link] = capacity
+        self._dirty = True
         for sub in self.subs:
             line = self._line(sub.links)
             if sub.rc <= 0 < line:
@@ -316,12 +320,21 @@ class DcqcnNetwork:
         if dt <= 0:
             return
         p, queue, capacity, links = self.p, self.queue, self.capacity, self.links
-        old_q = list(queue)
         arrival = self.arrival
+        # per queue above KMIN at either end of the interval: its mean marking chance and the share
+        # of what arrives that it drains
+        marking: dict[int, tuple[float, float]] = {}
         for link in self._used_queues:
-            if arrival[link] or queue[link]:
-                q = queue[link] + (arrival[link] - capacity[link]) * dt
-                queue[link] = min(max(q, 0.0), max(links[link].pfc, old_q[link]))
+            old = queue[link]
+            if arrival[link] or old:
+                spec = links[link]
+                q = min(max(old + (arrival[link] - capacity[link]) * dt, 0.0), max(spec.pfc, old))
+                queue[link] = q
+                if (q > 0) != (old > 0) or (q >= spec.pfc * (1 - 1e-6)) != (old >= spec.pfc * (1 - 1e-6)):
+                    self._dirty = True  # who passes what, or PFC, changes
+                if q > spec.kmin or old > spec.kmin:
+                    drained = min(1.0, capacity[link] / arrival[link]) if arrival[link] > 0 else 1.0
+                    marking[link] = ((_mark(spec, old) + _mark(spec, q)) / 2, drained)
         decay = math.exp(self._gain_per_ns * dt)
         alpha_packets = p.alpha_resume_interval_ns / p.payload_bytes  # packets per byte per ns, times ns
         cut_packets = p.rate_decrease_interval_ns / p.payload_bytes
@@ -332,15 +345,15 @@ class DcqcnNetwork:
             # marks fall on the packets a queue sends (ns-3 marks at dequeue): the sub-flow's share of
             # what the link drains, at each marking queue on its path; log of "no mark" per byte
             unmarked = 0.0
-            for link, _ in sub.links:
-                spec = links[link]
-                if spec.queued and (queue[link] > spec.kmin or old_q[link] > spec.kmin):
-                    prob = (_mark(spec, old_q[link]) + _mark(spec, queue[link])) / 2
-                    if prob >= 1:
-                        unmarked = -math.inf
-                        break
-                    drained = min(1.0, capacity[link] / arrival[link]) if arrival[link] > 0 else 1.0
-                    unmarked += sub.x * drained * math.log1p(-prob)
+            if marking:
+                for link, _ in sub.links:
+                    found = marking.get(link)
+                    if found is not None:
+                        prob, drained = found
+                        if prob >= 1:
+                            unmarked = -math.inf
+                            break
+                        unmarked += sub.x * drained * math.log1p(-prob)
             if not unmarked:
                 if not sub.first_cnp:
                     sub.alpha = sub.alpha * decay
@@ -366,6 +379,7 @@ class DcqcnNetwork:
                 sub.stage = 0
                 sub.timer_at = now + round(p.rp_timer_ns)
                 self.num_cuts += 1
+                self._dirty = True
             sub.ready = sub.credit
 
     def _increases(self, now: int) -> None:
@@ -378,6 +392,7 @@ class DcqcnNetwork:
                     sub.rt = min(sub.line, sub.rt + p.rate_ai)
                 sub.rc = min(sub.line, (sub.rc + sub.rt) / 2)
                 sub.stage += 1
+                self._dirty = True
                 sub.timer_at += round(p.rp_timer_ns)
                 if sub.rc >= sub.line * (1 - _EPS) and sub.rt >= sub.line * (1 - _EPS):
                     sub.rc = sub.rt = sub.line
@@ -412,6 +427,7 @@ class DcqcnNetwork:
         for sub in ended:
             self.subs.pop(sub)
             self._by_level = None
+            self._dirty = True
         self._rates()
         self._plan(now)
         return finished
@@ -428,6 +444,9 @@ class DcqcnNetwork:
     def _rates(self) -> None:
         """Each sub-flow's injection: its RC, held to its share of its host's (queue-less) links and,
         where PFC pauses a queue, to what that queue drains."""
+        if not self._dirty:
+            return  # nothing that sets a rate changed since the last solution
+        self._dirty = False
         self.num_recomputes += 1
         if self._by_level is None:
             self._structure()
