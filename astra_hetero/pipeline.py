@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from astra_hetero import rundir
+from astra_hetero import provenance, rundir
 from astra_hetero.backends.base import create_backend
 from astra_hetero.bounds import WorkLimits, check_work
 from astra_hetero.errors import BackendFailed, RunDirError
@@ -28,6 +28,7 @@ from astra_hetero.results.io import check_result, relocate, write_result
 from astra_hetero.results.jobs import with_job_throughput
 from astra_hetero.results.model import APPROXIMATION, RunOutput, RunResult, SharedSpans, Span
 from astra_hetero.results.throughput import with_throughput
+from astra_hetero.side_build import SIDE_BUILD_MIN_GPUS, SideBuild, can_fork
 
 logger = logging.getLogger(__name__)
 
@@ -128,11 +129,22 @@ def build_into(
         " and " if workload and topology else "",
         "the network" if topology else "",
     )
-    if workload:
-        run.write("workload", inputs, lambda path: _write_workload(spec, path, progress, per_rank))
-    else:
-        run.keep("workload", inputs)
-    if topology:
+    side = None
+    if workload and topology and draw is None and spec.cluster.num_gpus >= SIDE_BUILD_MIN_GPUS and can_fork():
+        # a large cluster: the network part is built in a forked process beside the workload
+        side = SideBuild(lambda path: _write_topology(spec, path, None), run.path)
+    try:
+        if workload:
+            run.write("workload", inputs, lambda path: _write_workload(spec, path, progress, per_rank))
+        else:
+            run.keep("workload", inputs)
+    except BaseException:
+        if side is not None:
+            side.abandon()
+        raise
+    if side is not None:
+        run.write("topology", inputs, side.finish)
+    elif topology:
         run.write("topology", inputs, lambda path: _write_topology(spec, path, draw))
     else:
         run.keep("topology", inputs, skip=_ns3_run_output)
@@ -258,6 +270,7 @@ def _simulate(
         manifest = rundir.read_json_object(path / rundir.MANIFEST, "run `astra-hetero generate` first")
         stated = with_throughput(output.result, manifest, str(run.root / rundir.MANIFEST))
         stated = with_job_throughput(stated, manifest)
+        stated = replace(stated, meta=provenance.complete(stated.meta, backend, path))
         output = _with_workload_notes(path, dataclasses.replace(output, result=stated), manifest)
         return _write_result(path, run.root, output, timeline)
 

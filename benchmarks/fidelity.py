@@ -129,10 +129,14 @@ def summary(label: str, outcomes: list[Outcome]) -> str:
     value, worst = mape(outcomes), max_error(outcomes)
     if value is None or worst is None:
         return f"{label}: no row evaluated"
+    slow = sum(1 for o in outcomes if (o.error or 0.0) > 0)
+    fast = sum(1 for o in outcomes if (o.error or 0.0) < 0)
+    within = sum(1 for o in outcomes if abs(o.error or 0.0) <= 0.10)
     return (
         f"{label}: MAPE {value:.1f}% over {len(outcomes)} row(s), max |error| "
         f"{100 * abs(worst.error or 0.0):.1f}% ({worst.row_id}), mean error "
-        f"{100 * sum(o.error or 0.0 for o in outcomes) / len(outcomes):+.1f}%"
+        f"{100 * sum(o.error or 0.0 for o in outcomes) / len(outcomes):+.1f}%; sign balance {slow} too "
+        f"slow / {fast} too fast; {within} of {len(outcomes)} within 10 %"
     )
 
 
@@ -148,6 +152,17 @@ def report(outcomes: list[Outcome]) -> str:
         lines.append((" ".join(cells) + f"  {o.status} {o.detail}").rstrip())
     exact = [o for o in outcomes if o.status == "ok"]
     lines.append(summary("published performance runs", exact))
+    for label, keep in (
+        ("  A100 rows", lambda o: "a100" in o.row_id or o.row_id.startswith(("k22", "mlm20"))),
+        ("  H100 rows", lambda o: "h100" in o.row_id),
+        (
+            "  other GPUs",
+            lambda o: not ("a100" in o.row_id or "h100" in o.row_id or o.row_id.startswith(("k22", "mlm20"))),
+        ),
+    ):
+        subset = [o for o in exact if keep(o)]
+        if subset:
+            lines.append(summary(label, subset))
     for status, label in (("excluded", "excluded rows, not in the MAPE"), ("approx", "approximate rows")):
         apart = [o for o in outcomes if o.status == status]
         if apart:
@@ -170,6 +185,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", metavar="ID", help="evaluate only these rows")
     parser.add_argument("--approximate", action="store_true", help="run rows without fields unknown here")
     parser.add_argument("--keep", type=Path, help="keep the run directories here")
+    parser.add_argument(
+        "--check",
+        nargs="?",
+        const=ROOT / "examples/experiments.yaml",
+        type=Path,
+        metavar="EXPERIMENTS",
+        help="compare with experiment F1 of the experiments list (default examples/experiments.yaml): "
+        "PASS/FAIL per number, exit 1 on a failure",
+    )
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     rows = yaml.safe_load(args.runs.read_text())["runs"]
@@ -196,7 +220,29 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {row['id']}: {outcome.status} ({time.perf_counter() - start:.1f} s)", file=sys.stderr)
             outcomes.append(outcome)
     print(report(outcomes))
-    return 0
+    return check(outcomes, args.check) if args.check else 0
+
+
+CHECK_ID = "F1"  # this benchmark's entry in examples/experiments.yaml
+MAPE_POINT = "published performance runs"  # the row name its MAPE is listed under
+
+
+def check(outcomes: list[Outcome], experiments: Path) -> int:
+    """Each number experiment F1 lists (a row's predicted_s / error_pct, or the MAPE) against this run."""
+    from astra_hetero.studies.expectations import check_lines, check_values, load_experiments
+
+    entry = next((e for e in load_experiments(experiments).experiments if e.id == CHECK_ID), None)
+    if entry is None:
+        print(f"{experiments}: no experiment {CHECK_ID}", file=sys.stderr)
+        return 2
+    actual: dict[tuple[str, str], float | None] = {}
+    for o in outcomes:
+        actual[(o.row_id, "predicted_s")] = o.predicted_s
+        actual[(o.row_id, "error_pct")] = None if o.error is None else 100 * o.error
+    actual[(MAPE_POINT, "mape_pct")] = mape([o for o in outcomes if o.status == "ok"])
+    checks = check_values(entry.expected, actual)
+    print("\n".join(check_lines(CHECK_ID, "full", checks)))
+    return 0 if all(c.ok for c in checks) else 1
 
 
 if __name__ == "__main__":

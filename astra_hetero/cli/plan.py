@@ -114,13 +114,15 @@ def plan(args: argparse.Namespace) -> int:
             cache=cache,
             progress=_Bar(bar),
         )
-    written = write_outputs(report, args.output, plots=not args.no_plots, fmt=args.figure_format)
+    written = write_outputs(
+        report, args.output, plots=not args.no_plots, fmt=args.figure_format, spec_file=args.spec
+    )
     if args.json:
         from astra_hetero.planner.outputs import summary
         from astra_hetero.planner.table import plan_rows
 
         files = {name: str(path) for name, path in written.items()}
-        print_json({**summary(report, plan_rows(report)), "files": files})
+        print_json({**summary(report, plan_rows(report), args.spec), "files": files})
         return 0
     console.print(_summary(report))
     console.print(f"wrote {', '.join(p.name for p in written.values())} in {args.output}")

@@ -20,6 +20,8 @@ from astra_hetero.cli.options import (
 )
 from astra_hetero.errors import RunDirError
 from astra_hetero.outputs import publish
+from astra_hetero.provenance import KEY as PROVENANCE_KEY
+from astra_hetero.provenance import short as short_provenance
 from astra_hetero.results.compare import RunSummary, report_json, summarize
 from astra_hetero.results.facts import RunFacts, read_facts
 from astra_hetero.results.figure_files import FIGURE_FORMATS, markdown_figure
@@ -27,6 +29,7 @@ from astra_hetero.results.io import read_result
 from astra_hetero.results.jobs_report import run_summary_tables
 from astra_hetero.results.model import RunResult
 from astra_hetero.results.report import (
+    TextTable,
     comparison_tables,
     side_by_side_table,
     to_markdown,
@@ -143,7 +146,17 @@ def report_text(
     parts = [to_text(run_summary_tables(s, f)) for s, f in zip(summaries, facts, strict=True)]
     if len(summaries) >= 2:
         parts.append(to_text(_comparison(summaries, per_rank)))
+    parts.append(to_text([provenance_table(summaries)]))
     return "\n".join(parts)
+
+
+def provenance_table(summaries: Sequence[RunSummary]) -> TextTable:
+    """What produced each run (astra_hetero/provenance.py): tool, backend, binary or image, spec hash."""
+    rows = []
+    for summary in summaries:
+        facts = short_provenance(summary.result.meta.get(PROVENANCE_KEY))
+        rows += [(summary.label, key, value) for key, value in facts.items()]
+    return TextTable("provenance", ("run", "", "what produced it"), tuple(rows), wrap=(2,))
 
 
 def _comparison(summaries: Sequence[RunSummary], per_rank: bool) -> list:
@@ -177,10 +190,15 @@ def write_report(
         for entry, run_dir, run_facts in zip(data["runs"], run_dirs, facts, strict=True):
             entry["run_dir"] = str(run_dir)
             entry["simulated"] = run_facts.to_json()
+            entry["provenance"] = summary_provenance(entry["label"], results)
         write_json_atomic(staging / "report.json", data)
         write_text_atomic(staging / "report.md", _markdown(summaries, run_dirs, names, facts, per_rank))
         written = sorted(p.name for p in staging.iterdir())
     return [out_dir / name for name in written], data
+
+
+def summary_provenance(label: str, results: Sequence[tuple[str, RunResult]]) -> dict | None:
+    return next((r.meta.get(PROVENANCE_KEY) for name, r in results if name == label), None)
 
 
 def _markdown(
@@ -203,6 +221,7 @@ def _markdown(
         f"## {s.label}\n\n" + to_markdown(run_summary_tables(s, f))
         for s, f in zip(summaries, facts, strict=True)
     ]
+    sections.append("## Provenance\n\n" + to_markdown([provenance_table(summaries)]))
     if plots:
         sections.append("## Plots\n\n" + "\n\n".join(markdown_figure(name) for name in plots) + "\n")
     return "\n".join(sections)

@@ -40,6 +40,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run the points as tasks on this Ray cluster; OUT must be visible to every node",
     )
     add_astrasim_options(parser, timeout_help="per point, ASTRA-sim backends (default: the study file's)")
+    parser.add_argument(
+        "--check",
+        nargs="?",
+        const=CHECK_AUTO,
+        metavar="EXPERIMENTS",
+        help="afterwards compare the study's numbers with those the experiments list expects, PASS/FAIL per "
+        "number, exit 1 if any fails (default list: experiments.yaml beside the study file or above it)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_figure_format_argument(parser)
     parser.add_argument(
@@ -52,6 +60,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=study)
 
 
+CHECK_AUTO = "auto"
+
+
 def study(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
@@ -62,6 +73,8 @@ def study(args: argparse.Namespace) -> int:
     from astra_hetero.sweep.run import first_line
 
     plan = load_study(args.study_file, reduced=args.reduced, max_points=args.max_points)
+    # a bad list, or one with no numbers for this run, is refused before anything runs
+    expected = _expected(args, args.backend or plan.file.backend or "embedded") if args.check else None
     options = {
         "binary": args.binary,
         "bin_dir": args.bin_dir,
@@ -96,4 +109,33 @@ def study(args: argparse.Namespace) -> int:
         console.print(f"figures: {', '.join(str(p) for p in files.figures)}")
     for name, why in files.skipped_figures:
         console.print(f"[yellow]figure {name!r} not drawn: {escape(why)}[/yellow]", highlight=False)
-    return 1 if num_failed else 0
+    code = 1 if num_failed else 0
+    if expected is not None:
+        from astra_hetero.studies.expectations import check_lines, check_values, table_values
+
+        experiment_id, variant, items = expected
+        checks = check_values(items, table_values(table.rows, list(table.columns)))
+        console.file.flush()
+        print("\n".join(check_lines(experiment_id, variant, checks)), flush=True)  # unwrapped lines
+        code = code or (0 if all(c.ok for c in checks) else 1)
+    return code
+
+
+def _expected(args: argparse.Namespace, backend: str) -> tuple[str, str, list]:
+    """(experiment id, "full" | "reduced" and the backend, expected numbers) of the study file in the
+    experiments list."""
+    from astra_hetero.errors import SpecError
+    from astra_hetero.studies.expectations import experiment_for, find_list, for_backend, load_experiments
+
+    path = find_list(args.study_file, None if args.check == CHECK_AUTO else Path(args.check))
+    experiment = experiment_for(load_experiments(path), path, args.study_file)
+    variant = experiment.reduced if args.reduced else experiment
+    name = "reduced" if args.reduced else "full"
+    if variant is None:
+        raise SpecError("--check", f"{path}: experiment {experiment.id} lists no numbers for --reduced")
+    items = for_backend(experiment, variant, backend)
+    if not items:
+        raise SpecError(
+            "--check", f"{path}: experiment {experiment.id} ({name}) lists no numbers for backend {backend}"
+        )
+    return experiment.id, f"{name}, {backend}", items

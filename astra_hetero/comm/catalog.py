@@ -43,9 +43,21 @@ class NcclConstants:
     nvls_efficiency: dict[str, float]  # table row -> fraction
     tree_correction: dict[str, tuple[float, ...]]  # protocol -> factor per log2(bytes / 64)
     p2p_ll_threshold_bytes: int
+    # measured corrections: architecture row -> latency class -> algorithm -> protocol -> us
+    hop_latency_us_by_architecture: dict[str, dict[str, dict[str, dict[str, float]]]]
+    latency_floor_us: dict[str, float]  # scope (intra_node, inter_node) -> the least a collective takes
 
-    def hop_us(self, latency_class: str, algorithm: str, protocol: str) -> float:
+    def hop_us(self, latency_class: str, algorithm: str, protocol: str, row: str | None = None) -> float:
+        """NCCL's per-step latency, or the measured one of architecture row `row` where there is one."""
+        measured = self.hop_latency_us_by_architecture.get(row or "", {})
+        found = measured.get(latency_class, {}).get(algorithm, {}).get(protocol)
+        if found is not None:
+            return float(found)
         return self.hop_latency_us.get(latency_class, {}).get(algorithm, {}).get(protocol, 0.0)
+
+    def floor_us(self, num_nodes: int) -> float:
+        """The measured least time of a collective inside one node or across several."""
+        return float(self.latency_floor_us["intra_node" if num_nodes == 1 else "inter_node"])
 
     def link_kind(self, name: str) -> LinkKind:
         try:
@@ -64,8 +76,13 @@ def table_row(compute_capability: int) -> str:
 
 
 @cache
-def nccl_constants() -> NcclConstants:
+def nccl_constants(measured: bool = True) -> NcclConstants:
+    """nccl.yaml's constants; `measured=False` leaves out the measured corrections (per-architecture
+    step latencies, latency floors): NCCL's own tuning model, number for number."""
     data = yaml.safe_load(resources.files("astra_hetero.comm").joinpath("nccl.yaml").read_text())
+    if not measured:
+        data["hop_latency_us_by_architecture"] = {}
+        data["latency_floor_us"] = {"intra_node": 0.0, "inter_node": 0.0}
     kinds = {
         name: LinkKind(
             k["latency_class"], float(k["efficiency"]), dict(k.get("efficiency_by_architecture", {}))

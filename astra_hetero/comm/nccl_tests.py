@@ -16,10 +16,12 @@ with out-of-place then in-place columns. What people actually have is read as we
 Columns are found by the header's names. The table keeps, per size, the *better* (smaller) of the
 out-of-place and in-place times: they move the same bytes, and the slower placement carries the extra
 copy or the worse buffer alignment a training framework does not pay (in-place collectives are the
-norm in Megatron's gradient and TP buffers). It also keeps the run's bus-bandwidth factor busbw / algbw
-(doc/PERFORMANCE.md: 2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all,
-1 for send/recv), so that its bus bandwidth carries over to communicators of another size, and the
-ranks and hosts listed under "Using devices", which pick the closest of several tables of one scope.
+norm in Megatron's gradient and TP buffers); `placement` says which one that was (`out-of-place`,
+`in-place`, or `mixed: ...` with how many sizes each won). It also keeps the run's bus-bandwidth
+factor busbw / algbw (doc/PERFORMANCE.md: 2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter
+and all-to-all, 1 for send/recv), so that its bus bandwidth carries over to communicators of another
+size, and the ranks and hosts listed under "Using devices", which pick the closest of several tables
+of one scope.
 `size` is nccl-tests' size: the whole buffer (the all-gather output, the reduce-scatter input).
 
 Between measured sizes the time is interpolated linearly (a collective's time is latency + size /
@@ -61,6 +63,7 @@ class MeasuredTable:
     bus_factor: float  # busbw / algbw of the measured run
     num_ranks: int | None  # ranks listed under "Using devices", when printed
     num_nodes: int | None = None  # distinct hosts among them
+    placement: str = "out-of-place"  # the columns whose times were kept (the better, per size)
 
     def time_us(self, size: float) -> float:
         sizes, times = self.sizes, self.times_us
@@ -115,6 +118,7 @@ def parse_nccl_tests(text: str, filename: str = "", collective: str | None = Non
     lines = _own_lines(text.splitlines())
     header: list[str] | None = None
     rows: dict[int, tuple[float, float, float]] = {}
+    winners: dict[int, str] = {}
     for number, line in lines:
         tokens = line.split()
         if not tokens:
@@ -126,10 +130,10 @@ def parse_nccl_tests(text: str, filename: str = "", collective: str | None = Non
             continue
         if header is None or not tokens[0].isdigit():
             continue  # launcher echo, NCCL INFO lines, warnings
-        size, row = _row(tokens, header, number)
+        size, row, winner = _row(tokens, header, number)
         if size in rows:
             raise NcclTestsError(f"line {number}: size {size} appears twice; give one run, one datatype")
-        rows[size] = row
+        rows[size], winners[size] = row, winner
     if header is None:
         raise NcclTestsError("no nccl-tests header line ('#  size  count  type ... busbw')")
     if not rows:
@@ -150,6 +154,19 @@ def parse_nccl_tests(text: str, filename: str = "", collective: str | None = Non
         largest[2] / largest[1],
         len(hosts) or None,
         len(set(hosts.values())) or None,
+        _placement(list(winners.values())),
+    )
+
+
+def _placement(winners: list[str]) -> str:
+    """Which columns the kept times came from: one placement, or how many sizes each won."""
+    kinds = sorted(set(winners))
+    if len(kinds) == 1:
+        return kinds[0]
+    counts = {kind: winners.count(kind) for kind in ("out-of-place", "in-place")}
+    return (
+        f"mixed: out-of-place at {counts['out-of-place']} of {len(winners)} sizes, "
+        f"in-place at {counts['in-place']}"
     )
 
 
@@ -172,22 +189,29 @@ def _own_lines(lines: list[str]) -> list[tuple[int, str]]:
     return numbered
 
 
-def _row(tokens: list[str], header: list[str], number: int) -> tuple[int, tuple[float, float, float]]:
-    """(size, (best time us, mean algbw, mean busbw)) of one result row."""
+def _row(tokens: list[str], header: list[str], number: int) -> tuple[int, tuple[float, float, float], str]:
+    """(size, (best time us, mean algbw, mean busbw), the placement of the best time) of one result row:
+    nccl-tests prints out-of-place first, then in-place; a single time column is out-of-place."""
     if len(tokens) < len(header):
         raise NcclTestsError(f"line {number}: {len(tokens)} columns, the header names {len(header)}")
     columns: dict[str, list[float]] = {"time": [], "algbw": [], "busbw": []}
+    times: list[tuple[float, str]] = []  # (time, placement): the first time column is out-of-place
+    seen_times = 0
     for name, value in zip(header, tokens, strict=False):
         key = "time" if name in ("time", "cputime") else name
+        if key == "time":
+            seen_times += 1
         if key in columns:
             try:
                 columns[key].append(float(value))
             except ValueError:
                 continue  # "N/A" and the like: the other placement still counts
+            if key == "time":
+                times.append((columns[key][-1], "out-of-place" if seen_times == 1 else "in-place"))
     if not all(columns.values()):
         raise NcclTestsError(f"line {number}: no numeric time, algbw or busbw")
-    time_us = min(columns["time"])
+    time_us, placement = min(times, key=lambda entry: entry[0])
     algbw, busbw = (sum(v) / len(v) for v in (columns["algbw"], columns["busbw"]))
     if time_us <= 0:
         raise NcclTestsError(f"line {number}: time must be positive, got {time_us}")
-    return int(tokens[header.index("size")]), (time_us, algbw, busbw)
+    return int(tokens[header.index("size")]), (time_us, algbw, busbw), placement

@@ -12,7 +12,9 @@ the topology with each link kind's achievable fraction) instead of NCCL's channe
   0.92 × min(intra / 2, network or network / 2), with NCCL's LL/LL128 factors and size correction.
 - nvls (all-reduce inside one NVSwitch node, Hopper and later): each GPU sends and receives S·(1 + 1/N)
   through the switch at NCCL's NVLS efficiency; nvls_tree adds trees across nodes as above.
-- latency: NCCL's base latency plus its per-hop latency for every step, by the link class crossed.
+- latency: NCCL's base latency plus its per-hop latency for every step, by the link class crossed;
+  where a public measurement gives the step of an architecture (`hop_latency_us_by_architecture`), that
+  one; never below the measured floor of the scope (`latency_floor_us`: one node, several).
 
 Sizes are NCCL's: `total_bytes` is the whole buffer (all-gather output, reduce-scatter input).
 """
@@ -93,7 +95,9 @@ def candidates(c: NcclConstants, comm: Communicator, kind: str, total_bytes: flo
                 continue
             bandwidth = _algbw(c, comm, kind, algorithm, protocol, total_bytes)
             if bandwidth > 0:
-                latency = _latency_us(c, comm, kind, algorithm, protocol, total_bytes)
+                latency = max(
+                    _latency_us(c, comm, kind, algorithm, protocol, total_bytes), c.floor_us(comm.num_nodes)
+                )
                 choices.append(Choice(algorithm, protocol, latency, bandwidth))
     return choices
 
@@ -166,13 +170,13 @@ def _tree_correction(c: NcclConstants, protocol: str, total_bytes: float) -> flo
 def _latency_us(
     c: NcclConstants, comm: Communicator, kind: str, algorithm: str, protocol: str, total_bytes: float
 ) -> float:
-    nodes = comm.num_nodes
+    nodes, row = comm.num_nodes, table_row(comm.oldest_cc)
     net_algorithm = "tree" if algorithm == "ring" and comm.ranks_per_node == 1 else algorithm
     inter = max(c.hop_us("net", net_algorithm, protocol), comm.net_hop_floor_us)
     log_nodes = nodes.bit_length() - 1
     base = c.base_latency_us[algorithm][protocol]
     if algorithm == "ring":
-        intra = c.hop_us(comm.intra_class, "ring", protocol)
+        intra = c.hop_us(comm.intra_class, "ring", protocol, row)
         if nodes > 1:  # each step still posts to the network
             simple = protocol == "simple"
             intra = max(intra, c.net_overhead_us * (c.net_overhead_simple_factor if simple else 1.0))
@@ -185,9 +189,9 @@ def _latency_us(
             latency *= c.ring_plateau_factor[era]
         return latency
     if algorithm == "tree":
-        intra = c.hop_us(comm.intra_class, "tree", protocol)
+        intra = c.hop_us(comm.intra_class, "tree", protocol, row)
         return base + 2 * ((comm.ranks_per_node - 1) * intra + log_nodes * inter)
-    intra = c.hop_us("nvlink", algorithm, protocol)  # NVLS runs over the NVLink switch
+    intra = c.hop_us("nvlink", algorithm, protocol, row)  # NVLS runs over the NVLink switch
     if algorithm == "nvls":
         return intra
     return base + intra + 2 * log_nodes * inter  # nvls_tree

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from astra_hetero.workload.blocks import Block, DeviceBlocks, OptimizerCost, Segment, TimedGroup
 from astra_hetero.workload.costs import Collective
+from astra_hetero.workload.host import NO_HOST, HostCosts
 from astra_hetero.workload.ops import Transfer
 
 # one collective of the rank's group for its role, or one ring transfer, alone (ns)
@@ -111,6 +112,7 @@ class ClassTimes:
     last_fwd: BlockTime  # final norm, LM head, loss (last virtual stage)
     last_bwd: BlockTime
     optimizer: OptimizerCost  # the optimizer step, affine in the rank's parameters
+    host: HostCosts = NO_HOST  # the framework's fixed costs per micro-batch and iteration
 
     @property
     def layer(self) -> float:
@@ -147,4 +149,5 @@ def class_times(blocks: DeviceBlocks, collective_ns: CollectiveTime, full_recomp
         last_fwd=timed(blocks.head_fwd),
         last_bwd=timed(blocks.head_bwd),
         optimizer=blocks.optimizer,
+        host=blocks.host,
     )

@@ -130,6 +130,8 @@ class _Timed:
             v = len(self.chunks[s])
             edges = [(s == 0 and c == 0, s == self.pp - 1 and c == v - 1) for c in range(v)]
             fwd = [t.forward(n, *edge) for n, edge in zip(self.chunks[s], edges, strict=True)]
+            if not floor:  # the framework's per-micro-batch work runs before the first chunk's forward
+                fwd[0] = (fwd[0][0] + t.host.micro_batch_ns, fwd[0][1])
             bwd = [t.backward(n, *edge) for n, edge in zip(self.chunks[s], edges, strict=True)]
             found = self.ctx.memo[key] = Passes(
                 tuple(f[0] for f in fwd),
@@ -159,7 +161,8 @@ class _Timed:
             ctx = self.ctx
             params = ctx.params_on_rank(s, self.layers[s])
             shards = params / ctx.updated_params(s, self.layers[s])
-            found = ctx.memo[key] = ctx.times[k].optimizer.segment(params, shards).time_ns
+            times = ctx.times[k]
+            found = ctx.memo[key] = times.optimizer.segment(params, shards).time_ns + times.host.step_ns
         return found  # type: ignore[return-value]
 
     def buckets(self, s: int, k: int) -> tuple[tuple[Bucket, ...], ...]:

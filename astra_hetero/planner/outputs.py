@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from astra_hetero import provenance, rundir
 from astra_hetero.errors import InfeasiblePlan
 from astra_hetero.outputs import publish
 from astra_hetero.planner.candidate import plan_spec
@@ -45,7 +46,10 @@ def no_plan_message(report: PlanReport) -> str:
     )
 
 
-def write_outputs(report: PlanReport, out: Path, plots: bool = True, fmt: str = "png") -> dict[str, Path]:
+def write_outputs(
+    report: PlanReport, out: Path, plots: bool = True, fmt: str = "png", spec_file: Path | None = None
+) -> dict[str, Path]:
+    """`spec_file`: the spec as given, whose sha256 the provenance records."""
     from astra_hetero.planner.plots import write_plots
     from astra_hetero.planner.report import render_report
 
@@ -56,7 +60,7 @@ def write_outputs(report: PlanReport, out: Path, plots: bool = True, fmt: str = 
         (staging / BEST).write_text(_best_header(report) + yaml.safe_dump(best_data, sort_keys=False))
         (staging / PLANS).write_text(plans_csv(rows))
         images = write_plots(report, rows, staging, fmt) if plots else []
-        (staging / SUMMARY).write_text(_json(summary(report, rows)))
+        (staging / SUMMARY).write_text(_json(summary(report, rows, spec_file)))
         (staging / REPORT).write_text(render_report(report, rows, [p.name for p in images]))
     return {name: out / name for name in (BEST, PLANS, SUMMARY, REPORT)}
 
@@ -70,7 +74,7 @@ def plans_csv(rows: list[Row]) -> str:
     return buffer.getvalue()
 
 
-def summary(report: PlanReport, rows: list[Row]) -> dict[str, Any]:
+def summary(report: PlanReport, rows: list[Row], spec_file: Path | None = None) -> dict[str, Any]:
     search = report.search
     cheapest = cheapest_within(report.problem, [r.trial for r in rows])
     by_trial = {id(r.trial): r.values for r in rows}
@@ -98,6 +102,10 @@ def summary(report: PlanReport, rows: list[Row]) -> dict[str, Any]:
         "cheapest_within_slowdown": by_trial.get(id(cheapest)) if cheapest else None,
         "max_slowdown": report.problem.settings.max_slowdown,
         "reasons": {r.value: DESCRIPTIONS[r] for r in Reason},
+        # the planner simulates with the embedded engine; the spec hashed is the file as given
+        provenance.KEY: provenance.record(
+            "embedded", spec_hash=rundir.file_sha256(Path(spec_file)) if spec_file else None
+        ),
     }
 
 

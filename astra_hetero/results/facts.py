@@ -38,6 +38,7 @@ class RunFacts:
     plan: str = ""  # "TP 8 · PP 2 · DP 1, 16 micro-batches of 1 per replica, 1F1B"
     scope: str = ""  # a cut-down iteration, said plainly; "" for the whole iteration
     memory: tuple[MemoryUse, ...] = ()
+    framework: str = ""  # "megatron-core: 5 us CPU per kernel launch, 200 us per micro-batch, ..."
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -45,6 +46,7 @@ class RunFacts:
             "gpus": self.gpus or None,
             "plan": self.plan or None,
             "scope": self.scope or None,
+            "framework": self.framework or None,
             "memory": {
                 m.gpu: {"peak_gib": m.peak_gib, "capacity_gib": m.capacity_gib, "stage": m.stage}
                 for m in self.memory
@@ -65,6 +67,7 @@ def run_facts(manifest: dict[str, Any]) -> RunFacts:
         plan=_plan(manifest),
         scope=_scope(manifest.get("scope")),
         memory=_memory(manifest.get("memory")),
+        framework=_framework(manifest.get("framework")),
     )
 
 
@@ -77,6 +80,8 @@ def fact_lines(facts: RunFacts) -> list[str]:
         lines.append(f"plan: {facts.plan}")
     if facts.scope:
         lines.append(facts.scope)
+    if facts.framework:
+        lines.append(f"framework (host costs): {facts.framework}")
     if facts.memory:
         parts = [f"{m.gpu} {m.peak_gib:.1f} of {m.capacity_gib:g} GiB ({m.share:.0%})" for m in facts.memory]
         lines.append("memory (generator's estimate, fullest GPU of each type): " + ", ".join(parts))
@@ -125,6 +130,21 @@ def _plan(manifest: dict[str, Any]) -> str:
         chunks = manifest.get("virtual_stages")
         parts.append(f"{name}, {chunks} virtual stages" if isinstance(chunks, int) and chunks > 1 else name)
     return ", ".join(parts)
+
+
+def _framework(framework: Any) -> str:
+    if not isinstance(framework, dict) or not isinstance(framework.get("name"), str):
+        return ""
+    costs = [
+        f"{framework[key]:g} us {what}"
+        for key, what in (
+            ("launch_us", "CPU per kernel launch"),
+            ("micro_batch_us", "per micro-batch"),
+            ("step_us", "per iteration"),
+        )
+        if isinstance(framework.get(key), int | float)
+    ]
+    return f"{framework['name']}: " + ", ".join(costs) if costs else framework["name"]
 
 
 def _scope(scope: Any) -> str:

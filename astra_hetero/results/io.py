@@ -51,13 +51,23 @@ def time_problem(result: RunResult) -> str:
     return ""
 
 
+# Past this many ranks result.json lists rank classes rather than ranks (`rank_classes`): ranks whose
+# GPU, stage and times are equal (a folded class) as one record with their rank ranges; each rank's
+# replica, node and TP index are the manifest's and are read back from it. 131,072 GPUs: 16 records.
+RANK_RECORDS_MAX = 16_384
+PLACEMENT = ("replica", "node", "tp_index")  # what a rank class record leaves to the manifest
+
+
 def result_text(result: RunResult) -> str:
-    """result.json's text: the header indented, each rank and collective on a line of its own.
+    """result.json's text: the header indented, each rank and collective on a line of its own (past
+    RANK_RECORDS_MAX ranks, each rank class).
 
     Large runs carry a million collective records; indenting every field goes through json's pure
     Python encoder at a fraction of the speed of its C encoder, which one line per record keeps."""
     data = result.to_json()
     records = {key: data.pop(key) for key in ("ranks", "collectives")}
+    if len(records["ranks"]) > RANK_RECORDS_MAX:
+        records = {"rank_classes": rank_class_records(records.pop("ranks")), **records, "ranks": []}
     head = json.dumps(data, indent=2)  # an object: ends with "\n}"
     encode = json.JSONEncoder().encode
     lists = [
@@ -65,6 +75,58 @@ def result_text(result: RunResult) -> str:
         for key, items in records.items()
     ]
     return head[:-2] + ",\n" + ",\n".join(lists) + "\n}\n"
+
+
+def rank_class_records(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rank records grouped by everything but the rank and its placement, with [first, last] ranges."""
+    groups: dict[tuple, dict[str, Any]] = {}
+    for record in ranks:
+        rest = {k: v for k, v in record.items() if k != "rank" and k not in PLACEMENT}
+        key = tuple(sorted(rest.items()))
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = {"ranks": [], **rest}
+        runs, rank = group["ranks"], record["rank"]
+        if runs and runs[-1][1] == rank - 1:
+            runs[-1][1] = rank
+        else:
+            runs.append([rank, rank])
+    return list(groups.values())
+
+
+def _expanded(raw: bytes, run_dir: Path, path: Path) -> bytes:
+    """A result.json with `rank_classes` as the one with every rank listed, each rank's placement
+    from the manifest beside it (None without one)."""
+    try:
+        data = json.loads(raw)
+        if isinstance(data, dict) and "rank_classes" not in data:
+            return raw  # the name appeared elsewhere (meta.folding counts rank classes too)
+        classes = data.pop("rank_classes")
+        labels = (
+            json.loads((run_dir / MANIFEST).read_bytes()).get("ranks")
+            if (run_dir / MANIFEST).is_file()
+            else []
+        )
+    except (ValueError, KeyError, OSError, AttributeError):
+        raise RunDirError(f"{path}: not a result file (rank_classes unreadable)") from None
+    ranks: dict[int, dict[str, Any]] = {}
+    for number, group in enumerate(classes if isinstance(classes, list) else [None]):
+        runs = group.get("ranks") if isinstance(group, dict) else None
+        if not isinstance(runs, list) or not all(
+            isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) for x in r) and r[0] <= r[1]
+            for r in runs
+        ):
+            raise RunDirError(f"{path}: rank_classes[{number}].ranks must be [first, last] ranges")
+        fields = {k: v for k, v in group.items() if k != "ranks"}
+        for first, last in runs:
+            for rank in range(first, last + 1):
+                if rank in ranks:
+                    raise RunDirError(f"{path}: rank_classes list rank {rank} twice")
+                label = labels[rank] if isinstance(labels, list) and 0 <= rank < len(labels) else {}
+                place = {k: label.get(k) if isinstance(label, dict) else None for k in PLACEMENT}
+                ranks[rank] = {"rank": rank, **fields, **place}
+    data["ranks"] = [ranks[r] for r in sorted(ranks)]
+    return json.dumps(data).encode()
 
 
 def read_result(run_dir: Path) -> RunResult:
@@ -77,6 +139,8 @@ def read_result(run_dir: Path) -> RunResult:
         raw = path.read_bytes()
     except OSError as exc:
         raise RunDirError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if b'"rank_classes"' in raw:
+        raw = _expanded(raw, Path(run_dir), path)
     result = _from_json(raw, path)
     problem = time_problem(result)
     if problem:

@@ -12,6 +12,12 @@ from astra_hetero.outputs import publish
 from astra_hetero.results.figure_files import markdown_figure
 from astra_hetero.results.report import TextTable, format_number, to_markdown
 from astra_hetero.studies.columns import Column, display_unit
+from astra_hetero.studies.provenance import (
+    PROVENANCE_NAME,
+    provenance_lines,
+    provenance_text,
+    study_provenance,
+)
 from astra_hetero.studies.schema import TableLayout
 from astra_hetero.studies.table import CSV_NAME, ResultsTable, Row, csv_text
 
@@ -37,8 +43,10 @@ def write_report(
     out = Path(out)
     drawn: list[tuple[str, str]] = []
     skipped: dict[str, str] = {}
+    record = study_provenance(table, study_file)
     with publish(out) as staging:
         (staging / CSV_NAME).write_text(csv_text(table))
+        (staging / PROVENANCE_NAME).write_text(provenance_text(record))
         for layout in table.study.file.figures:
             gap = figure_gap(layout, table)
             if gap:
@@ -46,7 +54,7 @@ def write_report(
             else:
                 render_figure(layout, table, staging / f"{layout.name}.{fmt}")
                 drawn.append((layout.name, layout.title))
-        (staging / REPORT_NAME).write_text(report_markdown(table, study_file, skipped, fmt))
+        (staging / REPORT_NAME).write_text(report_markdown(table, study_file, skipped, fmt, record))
     return ReportFiles(
         out / CSV_NAME,
         out / REPORT_NAME,
@@ -56,10 +64,16 @@ def write_report(
 
 
 def report_markdown(
-    table: ResultsTable, study_file: Path | None, skipped: dict[str, str], fmt: str = "png"
+    table: ResultsTable,
+    study_file: Path | None,
+    skipped: dict[str, str],
+    fmt: str = "png",
+    record: dict | None = None,
 ) -> str:
     study = table.study
     parts = [f"# {study.file.title}", study.file.description.strip(), _summary(table, study_file)]
+    if record is not None:
+        parts.append("## Provenance\n\n" + "\n".join(provenance_lines(record)))
     parts.append("## Axes\n\n" + "\n\n".join(_axis_section(table, a.name) for a in study.axes))
     if study.file.tables:
         parts.append("## Tables\n\n" + to_markdown(declared_table(table, t) for t in study.file.tables))

@@ -45,6 +45,7 @@ class Row:
     error: str = ""
     resumed: bool = False
     warnings: tuple[str, ...] = ()
+    provenance: dict[str, Any] | None = None  # result.json's meta.provenance (provenance.py)
 
     @property
     def ok(self) -> bool:
@@ -104,7 +105,9 @@ def _row(outcome: StudyOutcome) -> Row:
     except AstraHeteroError as exc:
         return Row(status="failed", error=first_line(str(exc)), **base)
     values.update(stats.as_columns() if stats else {})
-    return Row(status="ok", values=values, warnings=result.warnings, **base)
+    return Row(
+        status="ok", values=values, warnings=result.warnings, provenance=result.meta.get("provenance"), **base
+    )
 
 
 def add_derived(rows: list[Row], derived: Derived, axes: list[str]) -> list[Row]:

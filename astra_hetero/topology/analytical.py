@@ -89,6 +89,12 @@ def max_latencies_ns(graph: nx.Graph) -> tuple[float, float]:
     """
     gpus = gpu_ids(graph)
     is_gpu = {n: role == "gpu" for n, role in graph.nodes(data="role")}
+    # the switches' links to other switches as plain lists: hosts never forward, so none is entered
+    switch_adj = {
+        n: [(other, attrs["latency_ns"]) for other, attrs in graph.adj[n].items() if not is_gpu[other]]
+        for n, gpu in is_gpu.items()
+        if not gpu
+    }
     sources = {}
     domain = np.empty(len(gpus), dtype=np.int64)
     domain_local = np.empty(len(gpus), dtype=np.int64)
@@ -109,7 +115,8 @@ def max_latencies_ns(graph: nx.Graph) -> tuple[float, float]:
     index = {gpu: i for i, gpu in enumerate(gpus)}
     for source in sources.values():
         src = graph.nodes[source]
-        dist = _switch_latencies(graph, source, is_gpu)
+        first = [(attrs["latency_ns"], n) for n, attrs in graph.adj[source].items() if not is_gpu[n]]
+        dist = _switch_latencies(switch_adj, first)
         reach = np.array([dist.get(n, np.inf) for n in hops.tolist()]) + hop_ns
         best = np.minimum.reduceat(reach, starts)  # per GPU with links, in GPU order
         targets = owner[starts]
@@ -122,21 +129,23 @@ def max_latencies_ns(graph: nx.Graph) -> tuple[float, float]:
     return worst, worst_local
 
 
-def _switch_latencies(graph: nx.Graph, source: int, is_gpu: dict[int, bool]) -> dict[int, float]:
-    """Latency from the GPU `source` to every switch it reaches through switches only (Dijkstra over
-    the graph as it is: hosts never forward, so no GPU is entered)."""
-    adj = graph.adj
-    heap = [(attrs["latency_ns"], n) for n, attrs in adj[source].items() if not is_gpu[n]]
+def _switch_latencies(
+    switch_adj: dict[int, list[tuple[int, float]]], first: list[tuple[float, int]]
+) -> dict[int, float]:
+    """Latency to every switch reachable from a GPU whose links to switches are `first` (latency,
+    switch), through switches only (Dijkstra on `switch_adj`)."""
+    heap = list(first)
     heapq.heapify(heap)
     dist: dict[int, float] = {}
+    pop, push = heapq.heappop, heapq.heappush
     while heap:
-        d, node = heapq.heappop(heap)
+        d, node = pop(heap)
         if node in dist:
             continue
         dist[node] = d
-        for other, attrs in adj[node].items():
-            if other not in dist and not is_gpu[other]:
-                heapq.heappush(heap, (d + attrs["latency_ns"], other))
+        for other, latency in switch_adj[node]:
+            if other not in dist:
+                push(heap, (d + latency, other))
     return dist
 
 

@@ -111,14 +111,12 @@ def _add_node_internals(
     per_gpu = group.nics_per_node == group.gpus_per_node
     if intra is not None:
         fabric = group.intra_node_fabric
-        for rank in ranks:
-            graph.add_edge(
-                rank,
-                intra,
-                rate_gbps=_fabric_gbps(group),
-                latency_ns=fabric.latency_ns,
-                kind=fabric_kind(group),
-            )
+        graph.add_edges_from(
+            ((rank, intra) for rank in ranks),
+            rate_gbps=_fabric_gbps(group),
+            latency_ns=fabric.latency_ns,
+            kind=fabric_kind(group),
+        )
     nics = []
     for index in range(group.nics_per_node):
         nic = _new_node(graph, "nic", host=host, group=name, index=index)
@@ -157,7 +155,7 @@ def _spine_leaf(graph: nx.Graph, nics: list[_Nic], network: NetworkSpec) -> None
         hosts_on_leaf[leaves[-1]].add(nic.host)
         down[leaves[-1]] += nic.group.nic.gbps
         _attach(graph, nic, leaves[-1], network)
-    _add_spines(graph, leaves, down, network)
+    _add_spines(graph, leaves, down, network, nics)
 
 
 def _rail_optimized(graph: nx.Graph, nics: list[_Nic], network: NetworkSpec) -> None:
@@ -168,15 +166,17 @@ def _rail_optimized(graph: nx.Graph, nics: list[_Nic], network: NetworkSpec) -> 
     for nic in nics:
         _attach(graph, nic, rails[nic.index], network)
         down[rails[nic.index]] += nic.group.nic.gbps
-    _add_spines(graph, rails, down, network)
+    _add_spines(graph, rails, down, network, nics)
 
 
-def _add_spines(graph: nx.Graph, access: list[int], down: dict[int, float], network: NetworkSpec) -> None:
+def _add_spines(
+    graph: nx.Graph, access: list[int], down: dict[int, float], network: NetworkSpec, nics: list[_Nic]
+) -> None:
     """Join the access switches (leaves or rails) through one spine tier, one link per pair, as many
     spines at such rates as `NetworkSpec.uplinks` says. A single access switch needs no spines."""
     if len(access) < 2:
         return
-    fastest_nic = max(graph.edges[e]["rate_gbps"] for e in graph.edges if graph.edges[e]["kind"] == "nic")
+    fastest_nic = max(nic.group.nic.gbps for nic in nics)  # the rate of every NIC link
     num_spines, uplinks = network.uplinks([down[a] / network.oversubscription for a in access], fastest_nic)
     rates = dict(zip(access, uplinks, strict=True))
     spines = [_new_node(graph, "spine", index=i) for i in range(num_spines)]

@@ -26,6 +26,7 @@ from astra_hetero.workload.costs import (
     layer_forward,
     optimizer_ops,
 )
+from astra_hetero.workload.host import NO_HOST, HostCosts
 from astra_hetero.workload.ops import Transfer
 from astra_hetero.workload.timing import DeviceCostModel
 from astra_hetero.workload.tp_overlap import overlap_tp
@@ -57,7 +58,9 @@ class TimedGroup:
 Block = tuple[Segment | Collective | TimedGroup, ...]
 
 
-def _timed(group: Concurrent, phase: str, cost: DeviceCostModel, x: Shape) -> TimedGroup:
+def _timed(
+    group: Concurrent, phase: str, cost: DeviceCostModel, x: Shape, host: HostCosts = NO_HOST
+) -> TimedGroup:
     nodes: list[Segment | Collective | Transfer] = []
     for node in group.nodes:
         if isinstance(node, Piece):
@@ -71,27 +74,29 @@ def _timed(group: Concurrent, phase: str, cost: DeviceCostModel, x: Shape) -> Ti
                 )
             )
         elif isinstance(node, Op):
-            nodes.append(Segment(node.name, node.flops, node.bytes, cost.time_ns(node, phase, x)))
+            time_ns = host.segment_ns(cost.time_ns(node, phase, x), node.kernels)
+            nodes.append(Segment(node.name, node.flops, node.bytes, time_ns))
         else:
             nodes.append(node)
     return TimedGroup(group.name, tuple(nodes), group.deps, group.exits)
 
 
-def fuse(steps: list[LayerStep], phase: str, cost: DeviceCostModel, x: Shape) -> Block:
+def fuse(
+    steps: list[LayerStep], phase: str, cost: DeviceCostModel, x: Shape, host: HostCosts = NO_HOST
+) -> Block:
+    """The steps as segments of back-to-back kernels between collectives and concurrent groups; a
+    segment takes the longer of its kernels' GPU time and their launches by `host`."""
     out: list[Segment | Collective | TimedGroup] = []
     pending: list[Op] = []
 
     def flush() -> None:
         if pending:
             label = pending[0].name if len(pending) == 1 else f"{pending[0].name}..{pending[-1].name}"
-            out.append(
-                Segment(
-                    label,
-                    sum(o.flops for o in pending),
-                    sum(o.bytes for o in pending),
-                    sum(cost.time_ns(o, phase, x) for o in pending),
-                )
-            )
+            gpu_ns = sum(cost.time_ns(o, phase, x) for o in pending)
+            time_ns = host.segment_ns(gpu_ns, sum(o.kernels for o in pending))
+            if time_ns > gpu_ns:
+                label += " (launch-bound)"
+            out.append(Segment(label, sum(o.flops for o in pending), sum(o.bytes for o in pending), time_ns))
             pending.clear()
 
     for step in steps:
@@ -100,7 +105,7 @@ def fuse(steps: list[LayerStep], phase: str, cost: DeviceCostModel, x: Shape) ->
             out.append(step)
         elif isinstance(step, Concurrent):
             flush()
-            out.append(_timed(step, phase, cost, x))
+            out.append(_timed(step, phase, cost, x, host))
         else:
             pending.append(step)
     flush()
@@ -168,6 +173,17 @@ class DeviceBlocks:
     optimizer: OptimizerCost
     other_layers: tuple[LayerBlocks, ...] = ()
     layer_kinds: tuple[int, ...] = ()
+    host: HostCosts = NO_HOST  # the framework's fixed costs per micro-batch and iteration
+
+    @property
+    def micro_batch_segment(self) -> Segment | None:
+        ns = self.host.micro_batch_ns
+        return Segment("framework.micro_batch", 0.0, 0.0, ns) if ns > 0 else None
+
+    @property
+    def step_segment(self) -> Segment | None:
+        ns = self.host.step_ns
+        return Segment("framework.step", 0.0, 0.0, ns) if ns > 0 else None
 
     def layer(self, index: int) -> LayerBlocks:
         """(forward, backward) blocks of model layer `index`."""
@@ -184,9 +200,14 @@ class DeviceBlocks:
 
 
 def device_blocks(
-    cost: DeviceCostModel, x: Shape, recompute: str, windows: tuple[int, ...] = ()
+    cost: DeviceCostModel,
+    x: Shape,
+    recompute: str,
+    windows: tuple[int, ...] = (),
+    host: HostCosts = NO_HOST,
 ) -> DeviceBlocks:
-    """`windows`: each model layer's attention window (0: global); empty: every layer as `x`."""
+    """`windows`: each model layer's attention window (0: global); empty: every layer as `x`.
+    `host`: the framework's launch cost per kernel and fixed costs (`host.py`)."""
     distinct = tuple(dict.fromkeys(windows)) or (x.window,)
     overlap = overlap_tp if x.tp_overlap else list
     kinds = []
@@ -194,18 +215,19 @@ def device_blocks(
         at = replace(x, window=w)
         kinds.append(
             (
-                fuse(overlap(layer_forward(at)), "fwd", cost, at),
-                fuse(overlap(layer_backward(at, recompute)), "bwd", cost, at),
+                fuse(overlap(layer_forward(at)), "fwd", cost, at, host),
+                fuse(overlap(layer_backward(at, recompute)), "bwd", cost, at, host),
             )
         )
     return DeviceBlocks(
         layer_fwd=kinds[0][0],
         layer_bwd=kinds[0][1],
-        embedding_fwd=fuse(embedding_forward(x), "fwd", cost, x),
-        embedding_bwd=fuse(embedding_backward(x), "bwd", cost, x),
-        head_fwd=fuse(head_forward(x), "fwd", cost, x),
-        head_bwd=fuse(head_backward(x), "bwd", cost, x),
+        embedding_fwd=fuse(embedding_forward(x), "fwd", cost, x, host),
+        embedding_bwd=fuse(embedding_backward(x), "bwd", cost, x, host),
+        head_fwd=fuse(head_forward(x), "fwd", cost, x, host),
+        head_bwd=fuse(head_backward(x), "bwd", cost, x, host),
         optimizer=optimizer_cost(cost, x),
         other_layers=tuple(kinds[1:]),
         layer_kinds=tuple(distinct.index(w) for w in windows) if len(distinct) > 1 else (),
+        host=host,
     )

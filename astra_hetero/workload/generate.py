@@ -37,6 +37,7 @@ from astra_hetero.workload.costs import (
 from astra_hetero.workload.encode import ClassEncoder, RankBinding, idle_trace
 from astra_hetero.workload.expert_placement import ExpertPlacement, block_key, expert_placement
 from astra_hetero.workload.graph import build_rank_graph
+from astra_hetero.workload.host import host_costs
 from astra_hetero.workload.invariants import ClassSummary, check_bound, summarize
 from astra_hetero.workload.layout import Layout, Placement, build_layout
 from astra_hetero.workload.memory import check_memory, max_layers_that_fit, peak_by_gpu
@@ -124,7 +125,11 @@ def timed_blocks(
     recompute = spec.parallelism.recompute
     return {
         key: device_blocks(
-            cost, replace(shape, window=windows[0]) if alike else shape, recompute, () if alike else windows
+            cost,
+            replace(shape, window=windows[0]) if alike else shape,
+            recompute,
+            () if alike else windows,
+            host_costs(spec.compute.framework),
         )
         for key, (cost, shape) in costs.items()
     }
@@ -424,6 +429,19 @@ def plan_fields(plan: WorkloadPlan) -> dict[str, Any]:
         "scope": spec.scope.model_dump(mode="json") if spec.scope else None,
         "throughput": throughput_record(spec),
         "approximations": workload_approximations(spec),
+        "framework": framework_record(spec.compute.framework),
+    }
+
+
+def framework_record(framework: str) -> dict[str, Any]:
+    """The training framework's host costs as the traces charge them (workload/host.py): the compute
+    nodes "framework.micro_batch" and "framework.step", and segments marked "(launch-bound)"."""
+    host = host_costs(framework)
+    return {
+        "name": framework,
+        "launch_us": host.launch_ns / 1e3,
+        "micro_batch_us": host.micro_batch_ns / 1e3,
+        "step_us": host.step_ns / 1e3,
     }
 
 

@@ -313,5 +313,8 @@ def finish_iteration(graph: RankGraph, ctx: RankContext, work: DataParallelWork)
                 [graph.last_compute, *waits],
             )
         )
+    framework = ctx.blocks.step_segment
+    if framework is not None:  # the framework's per-iteration host work, before the optimizer
+        waits = [graph.compute("framework.step", framework, waits)]
     step = ctx.blocks.optimizer.segment(ctx.params_on_rank, ctx.params_on_rank / ctx.updated_params)
     work.after_step(graph.compute("optimizer.step", step, waits))

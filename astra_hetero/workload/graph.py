@@ -182,6 +182,9 @@ def _forward(graph: RankGraph, ctx: RankContext, step: Step, gathers: DataParall
     mb, chunk, virtual = step.micro_batch, step.chunk, ctx.virtual_stage(step.chunk)
     first, last = ctx.is_first_virtual(chunk), ctx.is_last_virtual(chunk)
     prefix, p2p_prefix = _names(ctx, step)
+    framework = ctx.blocks.micro_batch_segment
+    if framework is not None and chunk == 0:  # the framework's per-micro-batch work, once per stage
+        graph.compute(f"{prefix}.{framework.label}", framework, [])
     deps = (
         [] if first else _recv(graph, ctx, "prev", f"{p2p_prefix}.recv_act", p2p_tag(virtual - 1, mb, False))
     )

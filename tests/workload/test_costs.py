@@ -21,8 +21,10 @@ from astra_hetero.workload.costs import (
     layer_forward,
     operator_names,
 )
+from astra_hetero.workload.gemm import gemm_time_ns
+from astra_hetero.workload.kernels import gemm_kind, kernel_kind
 from astra_hetero.workload.memory import activation_bytes_per_layer
-from astra_hetero.workload.ops import Shape
+from astra_hetero.workload.ops import Gemm, Shape
 from astra_hetero.workload.timing import (
     DROPOUT_BANDWIDTH_FRACTION,
     DeviceCostModel,
@@ -169,10 +171,38 @@ def test_operator_names_cover_every_formulation():
 
 
 def test_operator_model_times_memory_kernels_at_achievable_bandwidth_plus_fixed_costs():
-    model = OperatorModel(GpuSpec.model_validate({"preset": "h100-sxm"}))
+    # an architecture the kernel catalog has not measured: the GPU's memory_efficiency and kernel cost
+    gpu = GpuSpec.model_validate({"preset": "b200"})
+    assert kernel_kind(gpu.architecture, "norm_attn") is None
+    model = OperatorModel(gpu)
     norm = ops(layer_forward(X))[0]
-    expected = norm.kernels * model.rates.kernel_ns + norm.bytes / (3.35e3 * 0.90)
+    expected = norm.kernels * model.rates.kernel_ns + norm.bytes / (
+        gpu.hbm_tbps * 1e3 * gpu.memory_efficiency
+    )
     assert model.time_ns(norm) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("preset", ["a100-80", "h100-sxm"])
+def test_a_measured_kernel_kind_takes_its_own_bandwidth_and_fixed_cost(preset):
+    gpu = GpuSpec.model_validate({"preset": preset})
+    model = OperatorModel(gpu)
+    norm = ops(layer_forward(X))[0]
+    measured = kernel_kind(gpu.architecture, norm.name)
+    assert measured is not None and measured.bandwidth_fraction < 1
+    rate = gpu.effective_bytes_per_ns * measured.bandwidth_fraction
+    assert model.time_ns(norm) == pytest.approx(norm.kernels * measured.fixed_us * 1e3 + norm.bytes / rate)
+    # the measured kinds are slower than streaming at the datasheet-derived rate
+    assert model.time_ns(norm) > norm.bytes / gpu.effective_bytes_per_ns
+
+
+def test_a_memory_bound_gemm_streams_at_the_measured_gemm_rate_plus_its_fixed_cost():
+    gpu = GpuSpec.model_validate({"preset": "a100-80"})
+    rates = OperatorModel(gpu).rates_for("bf16")
+    measured = gemm_kind(gpu.architecture)
+    assert rates.kernel_ns == measured.fixed_us * 1e3
+    assert rates.bytes_per_ns == pytest.approx(gpu.effective_bytes_per_ns * measured.bandwidth_fraction)
+    shallow = Gemm(4096, 4096, 64)  # K = 64: writing the 4096 x 4096 output dominates
+    assert gemm_time_ns(shallow, rates) == pytest.approx(rates.kernel_ns + shallow.bytes / rates.bytes_per_ns)
 
 
 GPT = Shape(b=4, s=2048, h=6144, a=64, kv=64, f=24576, v=51200, t=8, sp=False, swiglu=False)
@@ -238,6 +268,8 @@ def test_dropout_kernels_run_at_pytorchs_measured_philox_rate():
     bandwidth = 2.039e3 * 0.88
     for name in ("attn_dropout", "residual_mlp"):
         op = forward[name]
-        expected = op.kernels * model.rates.kernel_ns + op.bytes / (bandwidth * DROPOUT_BANDWIDTH_FRACTION)
+        measured = kernel_kind("ampere", name)  # residual adds: the catalog's fixed cost, streaming rate
+        kernel_ns = measured.fixed_us * 1e3 if measured else model.rates.kernel_ns
+        expected = op.kernels * kernel_ns + op.bytes / (bandwidth * DROPOUT_BANDWIDTH_FRACTION)
         assert model.time_ns(op) == pytest.approx(expected)
     assert DROPOUT_BANDWIDTH_FRACTION == pytest.approx(952.7 / 1326.9)

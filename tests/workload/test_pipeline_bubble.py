@@ -1,7 +1,8 @@
 """The interleaved schedule's bubble in the embedded engine equals the closed form (p − 1)/(v·m).
 
 The traces come from the generator (schedule, chunks, p2p, bindings) with every layer's forward and
-backward replaced by one fixed-time segment and the embedding, head and optimizer emptied, so that the
+backward replaced by one fixed-time segment and the embedding, head, optimizer and framework costs
+emptied, so that the
 pipeline is exactly uniform; the boundary tensors are one byte, so communication is negligible.
 """
 
@@ -18,6 +19,7 @@ from astra_hetero.pipeline import build_run_dir
 from astra_hetero.spec import parse_spec
 from astra_hetero.workload.blocks import OptimizerCost, Segment
 from astra_hetero.workload.generate import encoded_traces, plan_workload
+from astra_hetero.workload.host import NO_HOST
 from tests.conftest import make_spec_data, node_group
 
 FORWARD_NS, BACKWARD_NS = 100_000_000, 200_000_000  # backward = 2 × forward, as for GEMMs
@@ -43,6 +45,7 @@ def uniform_pipeline(root: Path, p: int, v: int, m: int, layers_per_chunk: int =
             head_fwd=(),
             head_bwd=(),
             optimizer=OptimizerCost(0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+            host=NO_HOST,  # no framework costs per micro-batch or iteration
         )
         plan.contexts[i] = dataclasses.replace(ctx, blocks=blocks, activation_bytes=1)
     for rank, trace in encoded_traces(plan):

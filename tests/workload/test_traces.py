@@ -132,8 +132,11 @@ def test_h100_rank_computes_faster_than_a100_rank_by_preset_ratio(tmp_path):
     data["parallelism"] = {**data["parallelism"], "pp": 1, "dp": 8, "global_batch_size": 8}
     _, manifest, traces = generate(tmp_path, data)
     gpu = {r["rank"]: r["gpu"] for r in manifest["ranks"]}
-    compute = {
-        r: sum(n.duration_micros for n in nodes if n.type == pb.COMP_NODE) for r, nodes in traces.items()
+    compute = {  # the GPUs' work: the framework's host costs are the same on both
+        r: sum(
+            n.duration_micros for n in nodes if n.type == pb.COMP_NODE and ".framework" not in f".{n.name}"
+        )
+        for r, nodes in traces.items()
     }
     h100 = [compute[r] for r in compute if gpu[r] == "h100-sxm"]
     a100 = [compute[r] for r in compute if gpu[r] == "a100-80"]
@@ -141,14 +144,15 @@ def test_h100_rank_computes_faster_than_a100_rank_by_preset_ratio(tmp_path):
     spec = parse_spec(data)
     h, a = (g.gpu for g in spec.cluster.node_groups)
     # Every operator is bound by the same resource on both GPUs or by a mix; the ratio lies between
-    # the compute and the memory-bandwidth ratios of the presets.
+    # the compute and the memory-bandwidth ratios of the presets, less what the measured kinds' own
+    # rates and fixed costs per kernel (the kernel catalog) take off (5 %).
     ratios = sorted(
         [
             h.effective_flops_per_ns / a.effective_flops_per_ns,
             h.effective_bytes_per_ns / a.effective_bytes_per_ns,
         ]
     )
-    assert ratios[0] * 0.98 <= min(a100) / max(h100) <= ratios[1] * 1.02
+    assert ratios[0] * 0.95 <= min(a100) / max(h100) <= ratios[1] * 1.02
 
 
 def test_layer_and_micro_batch_splits_follow_the_partition(tmp_path):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from astra_hetero import rundir
+from astra_hetero import provenance, rundir
 from astra_hetero.backends.astrasim.command import FLAVORS, Flavor, build_command, run_files
 from astra_hetero.backends.astrasim.dynamics_check import refuse_dynamics
 from astra_hetero.backends.astrasim.jobs import refuse_schedule, solo_times
@@ -93,7 +93,7 @@ class AstraSimBackend:
         def progress(elapsed_s: float) -> None:
             logger.info("%s", progress_line(run_dir, log_path, len(labels), elapsed_s))
 
-        outcome, argv = self._execute(run_dir, log_path, progress)
+        outcome, argv, identity = self._execute(run_dir, log_path, progress)
         text = log_path.read_text(errors="replace")
         try:
             parsed = parse_output(text, len(labels), outcome, binary=Path(argv[0]).name)
@@ -120,23 +120,28 @@ class AstraSimBackend:
             "log": self.log_name,
             "docker_image": self.docker_image,
             "exposed_comm_note": EXPOSED_NOTE,
+            # the binary (native) or the image (Docker) that ran; pipeline adds the rest (provenance.py)
+            provenance.KEY: {"backend": identity},
         }
         return RunOutput(to_result(self.name, parsed, labels, outcome, meta))
 
     def _execute(
         self, run_dir: Path, log_path: Path, progress: Callable[[float], None] | None = None
-    ) -> tuple[ProcessOutcome, tuple[str, ...]]:
+    ) -> tuple[ProcessOutcome, tuple[str, ...], dict[str, Any]]:
+        """What ran and how it ended, and the identity of what ran (binary, or image)."""
         if self.docker_image is None:
             executable = locate_binary(self.flavor.binary_name, self.binary, self.bin_dir)
             command = build_command(self.flavor, run_dir, str(executable))
-            return run_native(command, log_path, self.timeout_s, progress), command.argv
+            identity = {"binary": provenance.binary_identity(executable)}
+            return run_native(command, log_path, self.timeout_s, progress), command.argv, identity
         # Imported here so that native runs need neither the docker SDK nor an engine.
         from astra_hetero.backends.astrasim.docker import CONTAINER_ROOT, DockerRunner
 
         runner = DockerRunner(self.docker_image, self.docker_client, self.binary, self.bin_dir)
         executable = runner.executable(self.flavor.binary_name)
         command = build_command(self.flavor, run_dir, executable, CONTAINER_ROOT)
-        return runner.run(command, run_dir, log_path, self.timeout_s), command.argv
+        identity = {"docker": provenance.image_identity(self.docker_image, runner.image_attrs)}
+        return runner.run(command, run_dir, log_path, self.timeout_s), command.argv, identity
 
 
 def approximation_warnings(run_dir: Path, network_file: str) -> tuple[str, ...]:

@@ -53,7 +53,8 @@ class DockerRunner:
         self.binary = binary
         self.bin_dir = bin_dir
         try:
-            self.image_env = _env_of(self.client.images.get(image))
+            self.image_attrs: dict[str, Any] = dict(self.client.images.get(image).attrs or {})
+            self.image_env = _env_of(self.image_attrs)
         except docker.errors.ImageNotFound:
             raise BackendUnavailable(
                 f"Docker image {image!r} not found on this engine; build it (see docker/README.md) "
@@ -107,8 +108,8 @@ class DockerRunner:
         return container
 
 
-def _env_of(image: Any) -> dict[str, str]:
-    entries = (image.attrs.get("Config") or {}).get("Env") or []
+def _env_of(attrs: dict[str, Any]) -> dict[str, str]:
+    entries = (attrs.get("Config") or {}).get("Env") or []
     return dict(entry.split("=", 1) for entry in entries if "=" in entry)
 
 

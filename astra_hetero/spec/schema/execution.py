@@ -95,6 +95,12 @@ class ComputeSpec(Strict):
         description="fused: FlashAttention-style kernels (no score matrix, recompute in the backward); "
         "unfused: scores materialised with a fused softmax, as Megatron ran before fused attention",
     )
+    framework: Literal["megatron-core", "deepspeed", "fsdp"] = Field(
+        "megatron-core",
+        description="the training framework: its CPU cost per kernel launch (the GPU starves on kernels "
+        "shorter than their launches) and its fixed costs per micro-batch and per iteration "
+        "(spec/catalog/frameworks.yaml)",
+    )
     comm_overlap_slowdown: Slowdown = Field(
         0.0,
         description="compute kernels take (1 + this) times as long while a communication kernel of "

@@ -79,13 +79,15 @@ def fold_network(
     splits = _phase_count_splits(flow_classes)
     if splits:
         return splits
-    link_class = _link_classes(flow_classes, capacities, link_keys or {})
+    # per flow class and phase: each link's load summed over the instances (used twice below)
+    sums = [[_summed(fc, phase) for phase in range(len(fc.plans[0]))] for fc in flow_classes]
+    link_class = _link_classes(sums, capacities, link_keys or {})
     if by_paths:
         link_class = _refine_by_paths(flow_classes, link_class)
     splits = _instance_splits(flow_classes, link_class)
     if splits:
         return splits
-    return _folded(flow_classes, link_class, capacities)
+    return _folded(flow_classes, sums, link_class, capacities)
 
 
 def _collective_classes(
@@ -139,14 +141,14 @@ def _phase_count_splits(flow_classes: list[_FlowClass]) -> Splits | None:
 
 
 def _link_classes(
-    flow_classes: list[_FlowClass], capacities: Sequence[float], link_keys: Mapping[int, Hashable]
+    sums: list[list[dict[int, float]]], capacities: Sequence[float], link_keys: Mapping[int, Hashable]
 ) -> dict[int, int]:
     """Bundle -> link class: equal capacity, equal key and equal summed weight from every flow class
-    phase."""
+    phase (`sums`: per flow class and phase, `_summed`)."""
     signature: dict[int, list[tuple[int, int, float]]] = {}
-    for number, fc in enumerate(flow_classes):
-        for phase in range(len(fc.plans[0])):
-            for link, total in _summed(fc, phase).items():
+    for number, phases in enumerate(sums):
+        for phase, summed in enumerate(phases):
+            for link, total in summed.items():
                 signature.setdefault(link, []).append((number, phase, round(total, _DIGITS)))
     index: dict[tuple, int] = {}
     return {
@@ -220,18 +222,21 @@ def _splits(flow_classes: list[_FlowClass], keys: list[list[Hashable]]) -> Split
 
 
 def _folded(
-    flow_classes: list[_FlowClass], link_class: dict[int, int], capacities: Sequence[float]
+    flow_classes: list[_FlowClass],
+    sums: list[list[dict[int, float]]],
+    link_class: dict[int, int],
+    capacities: Sequence[float],
 ) -> FoldedNetwork:
     num_classes = max(link_class.values(), default=-1) + 1
     class_capacity = [0.0] * num_classes
     for link, c in link_class.items():
         class_capacity[c] = capacities[link]
     collective, transfer = {}, {}
-    for fc in flow_classes:
+    for fc, summed in zip(flow_classes, sums, strict=True):
         phases = []
         for number, phase in enumerate(fc.plans[0]):
             weights: dict[int, float] = {}
-            for link, total in _summed(fc, number).items():
+            for link, total in summed[number].items():
                 weights.setdefault(link_class[link], total)  # equal within a link class, by (A)
             links = tuple(sorted(weights.items()))
             solo = solo_rate(links, class_capacity) if links else 0.0
