@@ -369,3 +369,15 @@ def test_each_message_of_a_ring_starts_a_new_queue_pair_at_line_rate():
         cuts.append(net.stats()["rate_cuts"])
     assert times[1] > times[0] > 20e6 / (100 * GBPS)  # slower than the bottleneck, more so in two
     assert cuts[1] >= cuts[0] + 3  # the second message's first cuts: 400 -> 200 -> 100 -> below
+
+
+def test_the_pause_threshold_grows_with_the_ingresses_that_feed_a_queue():
+    """ns-3 pauses an ingress whose share of the buffer reaches (B − used)/8: n alike ingresses into one
+    queue pause at q = n·B/(8 + n) — B/9 for one, B/3 for four (`SwitchMmu::GetPfcThreshold`)."""
+    params = ns3_defaults()
+    for n, share in ((1, 1 / 9), (4, 1 / 3)):
+        queue = FluidLink(True, 1.0, KMIN_400, KMAX_400, 0.2, params.buffer_bytes / 9, ingress=4)
+        net = DcqcnNetwork([400 * GBPS] * (n + 1), [FluidLink(False, 0.0)] * n + [queue], params)
+        flows = [FluidFlow(((i, 1.0), (n, 1.0)), 1e9, None) for i in range(n)]
+        run(net, [(0, f) for f in flows], until=1)
+        assert net.pfc_at[n] == pytest.approx(share * params.buffer_bytes)

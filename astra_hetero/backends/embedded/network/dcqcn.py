@@ -30,8 +30,11 @@ up-then-down by their height above the hosts): a link with a queue, or overloade
 C/A of its arrival; dq/dt = A − C. A host's own link has no queue: it shares its line rate among the
 host's flows (ns-3's NIC serves its queue pairs in turn). PFC: when q reaches the pause threshold,
 the link's senders are held back to what it drains (its arrival capped at C), and the pause is
-counted. The threshold is ns-3's dynamic one for a single congested ingress, (B − q)/8 ⇒ q = B/9
-(`SwitchMmu::GetPfcThreshold`, `pfc_a_shift` 3; headroom and reserve left out).
+counted. The threshold is ns-3's dynamic one: an ingress pauses when its share of the buffer
+reaches (B − used)/8 (`SwitchMmu::GetPfcThreshold`, `pfc_a_shift` 3), so n alike ingresses feeding
+one queue pause it at q = n·B/(8 + n) — B/9 for one, B/3 for four senders meeting at a shared NIC
+(n: the sub-flows loading the queue, at most the links into its switch; headroom and reserve left
+out).
 
 A flow's bytes count as sent when they are injected; it completes when its last byte has also
 crossed the queues then on its path (FIFO: their bytes over their rates).
@@ -80,6 +83,7 @@ class FluidLink:
     kmax: float = 0.0
     pmax: float = 0.0
     pfc: float = math.inf
+    ingress: float = 1.0  # links into its switch that can feed it (bounds the ingresses that pause)
 
 
 class _Sub:
@@ -181,6 +185,7 @@ class DcqcnNetwork:
         self.queue = [0.0] * len(capacities)
         self.arrival = [0.0] * len(capacities)
         self.paused = [False] * len(capacities)
+        self.pfc_at = [link.pfc for link in links] + [math.inf] * (len(capacities) - len(links))
         self.users: list[dict[_Sub, float]] = [{} for _ in capacities]
         self.subs: dict[_Sub, None] = {}  # sub-flows still sending
         self.t = 0
@@ -320,7 +325,7 @@ class DcqcnNetwork:
         if dt <= 0:
             return
         p, queue, capacity, links = self.p, self.queue, self.capacity, self.links
-        arrival = self.arrival
+        arrival, pfc_at = self.arrival, self.pfc_at
         # per queue above KMIN at either end of the interval: its mean marking chance and the share
         # of what arrives that it drains
         marking: dict[int, tuple[float, float]] = {}
@@ -328,9 +333,11 @@ class DcqcnNetwork:
             old = queue[link]
             if arrival[link] or old:
                 spec = links[link]
-                q = min(max(old + (arrival[link] - capacity[link]) * dt, 0.0), max(spec.pfc, old))
+                q = min(max(old + (arrival[link] - capacity[link]) * dt, 0.0), max(pfc_at[link], old))
                 queue[link] = q
-                if (q > 0) != (old > 0) or (q >= spec.pfc * (1 - 1e-6)) != (old >= spec.pfc * (1 - 1e-6)):
+                if (q > 0) != (old > 0) or (q >= pfc_at[link] * (1 - 1e-6)) != (
+                    old >= pfc_at[link] * (1 - 1e-6)
+                ):
                     self._dirty = True  # who passes what, or PFC, changes
                 if q > spec.kmin or old > spec.kmin:
                     drained = min(1.0, capacity[link] / arrival[link]) if arrival[link] > 0 else 1.0
@@ -477,6 +484,13 @@ class DcqcnNetwork:
                     used[link] = None
         self._by_level = [per_level[level] for level in sorted(per_level)]
         self._used = list(used)
+        # ns-3 pauses an ingress whose share of the buffer reaches (B - used) / 8: with n ingresses
+        # alike feeding one queue, at q = n B / (8 + n) (n = 1: the links' B/9)
+        for link in used:
+            spec = self.links[link]
+            if spec.queued:
+                n = max(1.0, min(sum(users[link].values()), spec.ingress))
+                self.pfc_at[link] = spec.pfc * 9 * n / (8 + n)
         queue = self.queue  # queues still draining stay, with no arrival
         self._used_queues = [
             k for k, spec in enumerate(self.links) if spec.queued and (k in used or queue[k] > 0)
@@ -495,7 +509,7 @@ class DcqcnNetwork:
         throttle: dict[_Sub, float] = {}
         for link in self._used_queues:
             spec = links[link]
-            full = queue[link] >= spec.pfc * (1 - 1e-6)
+            full = queue[link] >= self.pfc_at[link] * (1 - 1e-6)
             if full and arrival[link] > capacity[link] * (1 + _EPS):
                 if not self.paused[link]:
                     self.paused[link] = True
@@ -547,8 +561,8 @@ class DcqcnNetwork:
             if net > _EPS * capacity[link]:
                 if q < spec.kmin:
                     wake = min(wake, now + _ceil((spec.kmin - q) / net) + 1)
-                if q < spec.pfc:
-                    wake = min(wake, now + max(1, _ceil((spec.pfc - q) / net)))
+                if q < self.pfc_at[link]:
+                    wake = min(wake, now + max(1, _ceil((self.pfc_at[link] - q) / net)))
             elif q > 0 and net < -_EPS * capacity[link]:
                 wake = min(wake, now + max(1, _ceil(q / -net)))
         for sub in self.subs:
