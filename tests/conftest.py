@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,12 @@ settings.register_profile(
 )
 settings.register_profile("explore", max_examples=2000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# The specs shipped in examples/ (one file per job); experiments.yaml there is the experiments list,
+# not a spec.
+EXAMPLE_SPECS = sorted(
+    p for p in (Path(__file__).parents[1] / "examples").glob("*.yaml") if p.name != "experiments.yaml"
+)
 
 
 def budget(examples: int) -> int:

@@ -17,7 +17,7 @@ from astra_hetero.spec import parse_spec
 from astra_hetero.spec.schema.jobs import SharedClusterSpec
 from astra_hetero.topology import build_cluster_graph
 from astra_hetero.workload.generate import class_graph, plan_workload
-from tests.conftest import make_spec_data
+from tests.conftest import EXAMPLE_SPECS, make_spec_data
 
 ROOT = Path(__file__).parents[1]
 
@@ -83,7 +83,7 @@ def test_network_size_is_counted_as_the_cluster_is_built(path, topology):
     assert (work.network_nodes, work.network_links) == (graph.number_of_nodes(), graph.number_of_edges())
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", EXAMPLE_SPECS, ids=lambda p: p.stem)
 def test_every_shipped_example_fits_the_default_limits(path):
     spec = load_run_spec(path)
     if isinstance(spec, SharedClusterSpec):  # several jobs: each within the limits, and their sum
@@ -193,7 +193,7 @@ def test_a_slowed_node_adds_classes_around_its_gpus():
     assert estimate_work(parse_spec(frontier(dynamics=slowed))).classes == 16 + 4 * 8
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", EXAMPLE_SPECS, ids=lambda p: p.stem)
 def test_the_class_estimate_bounds_the_classes_the_generator_writes(path):
     from astra_hetero.workload.generate import class_traces
 

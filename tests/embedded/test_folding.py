@@ -20,8 +20,9 @@ from astra_hetero.pipeline import build_run_dir
 from astra_hetero.rank_classes import CLASS_MAP
 from astra_hetero.spec import parse_spec
 from tests.embedded.folding_checks import assert_same_simulation, simulate_both, symmetric_job
+from tests.conftest import EXAMPLE_SPECS
 
-EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.yaml"))
+EXAMPLES = EXAMPLE_SPECS
 MODELS = ("nccl", "ideal")
 
 

@@ -14,7 +14,7 @@ from astra_hetero.spec import load_spec, parse_spec
 from astra_hetero.spec.catalog import gpu_catalog, model_catalog
 from astra_hetero.spec.schema.jobs import SharedClusterSpec
 from astra_hetero.workload.generate import plan_workload
-from tests.conftest import make_spec_data, node_group
+from tests.conftest import EXAMPLE_SPECS, make_spec_data, node_group
 
 REQUIRED_GPUS = {"v100", "a100-40", "a100-80", "h100-sxm", "h200", "l40s", "mi300x"}
 REQUIRED_MODELS = {"gpt3-175b", "gpt3-13b", "llama-65b", "llama2-7b", "llama2-13b", "llama2-70b"}
@@ -173,7 +173,7 @@ def test_missing_spec_file_and_bad_yaml(tmp_path: Path):
         load_spec(tmp_path / "bad.yaml")
 
 
-@pytest.mark.parametrize("path", sorted(Path(__file__).parents[2].joinpath("examples").glob("*.yaml")))
+@pytest.mark.parametrize("path", EXAMPLE_SPECS)
 def test_shipped_examples_are_valid_and_feasible(path):
     spec = load_run_spec(path)
     jobs = [job.spec for job in place_jobs(spec)] if isinstance(spec, SharedClusterSpec) else [spec]

@@ -55,7 +55,7 @@ def test_small_kernels_are_launch_bound_and_large_ones_are_not():
 def _framework_nodes(tmp_path, framework: str):
     data = make_spec_data(compute={"framework": framework})
     out = tmp_path / framework
-    build_run_dir(parse_spec(data), out, topology=False)
+    build_run_dir(parse_spec(data), out, topology=False, per_rank=True)
     manifest = json.loads((out / "manifest.json").read_text())
     nodes = read_with_chakra(out / "workload/workload.0.et")[1]
     framework_nodes = [n for n in nodes if n.type == pb.COMP_NODE and "framework." in n.name]
