@@ -101,15 +101,16 @@ def test_flows_into_one_bottleneck_converge_to_fair_shares_with_the_queue_betwee
     total = 1e12
     flows = [FluidFlow(((i, 1.0), (n, 1.0)), total, None) for i in range(n)]
     run(net, [(i * 2_000_000, f) for i, f in enumerate(flows)], until=60_000_000)  # staggered starts
-    before = [sent(f, total) for f in flows]
+    before, start = [sent(f, total) for f in flows], net.t
     queue: list[float] = []
     run(net, [], until=100_000_000, sample=lambda _: queue.append(net.queue[n]))
-    rates = [(sent(f, total) - b) / 40e6 / GBPS for f, b in zip(flows, before, strict=True)]  # Gbit/s
+    window = net.t - start
+    rates = [(sent(f, total) - b) / window / GBPS for f, b in zip(flows, before, strict=True)]  # Gbit/s
     assert all(abs(rate - 10) < 0.6 for rate in rates), rates  # each 1/4 of 40 Gbit/s
     assert sum(rates) > 0.95 * 40
     assert kmin < statistics.mean(queue) < kmax
     assert sum(q > kmin for q in queue) > 0.6 * len(queue)  # mostly marking ...
-    assert max(queue) < 1.5 * kmax  # ... and never far above KMAX
+    assert max(queue) < 2 * kmax  # ... and never far above KMAX (the RP reacts once per 50 µs)
     assert net.stats()["pfc_pauses"] == 0
 
 
@@ -128,9 +129,9 @@ def test_a_400_to_100g_step_down_cuts_by_halves_then_settles_at_the_100g_rate():
     assert min(rates) < 100  # the queue built above KMIN drains only below 100G
     # then recovery: RP_TIMER steps toward the target and gentler cuts (α decays) around 100G
     run(net, [], until=40_000_000)
-    before = sent(flow, total)
+    before, queued, start = sent(flow, total), net.queue[1], net.t
     run(net, [], until=80_000_000)
-    rate = (sent(flow, total) - before) / 40e6 / GBPS
+    rate = (sent(flow, total) - before - (net.queue[1] - queued)) / (net.t - start) / GBPS  # delivered
     assert 85 < rate <= 100.001, rate
     assert net.stats()["pfc_pauses"] == 0 and first > 0
 
@@ -368,3 +369,15 @@ def test_each_message_of_a_ring_starts_a_new_queue_pair_at_line_rate():
         cuts.append(net.stats()["rate_cuts"])
     assert times[1] > times[0] > 20e6 / (100 * GBPS)  # slower than the bottleneck, more so in two
     assert cuts[1] >= cuts[0] + 3  # the second message's first cuts: 400 -> 200 -> 100 -> below
+
+
+def test_the_pause_threshold_grows_with_the_ingresses_that_feed_a_queue():
+    """ns-3 pauses an ingress whose share of the buffer reaches (B − used)/8: n alike ingresses into one
+    queue pause at q = n·B/(8 + n) — B/9 for one, B/3 for four (`SwitchMmu::GetPfcThreshold`)."""
+    params = ns3_defaults()
+    for n, share in ((1, 1 / 9), (4, 1 / 3)):
+        queue = FluidLink(True, 1.0, KMIN_400, KMAX_400, 0.2, params.buffer_bytes / 9, ingress=4)
+        net = DcqcnNetwork([400 * GBPS] * (n + 1), [FluidLink(False, 0.0)] * n + [queue], params)
+        flows = [FluidFlow(((i, 1.0), (n, 1.0)), 1e9, None) for i in range(n)]
+        run(net, [(0, f) for f in flows], until=1)
+        assert net.pfc_at[n] == pytest.approx(share * params.buffer_bytes)

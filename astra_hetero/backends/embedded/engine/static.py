@@ -360,7 +360,7 @@ class Engine(HostLane):
             return
         flow = self.flow_type(phase.links, num_bytes, comm, phase.solo_rate)
         if self.fluid:
-            flow.paths, flow.messages = phase.paths, phase.messages  # type: ignore[attr-defined]
+            flow.paths, flow.messages, flow.after = phase.paths, phase.messages, phase.after  # type: ignore[attr-defined]
         changed = self.net.add(flow, now)
         push = self.queue.push
         for flow in changed:

@@ -30,8 +30,11 @@ up-then-down by their height above the hosts): a link with a queue, or overloade
 C/A of its arrival; dq/dt = A − C. A host's own link has no queue: it shares its line rate among the
 host's flows (ns-3's NIC serves its queue pairs in turn). PFC: when q reaches the pause threshold,
 the link's senders are held back to what it drains (its arrival capped at C), and the pause is
-counted. The threshold is ns-3's dynamic one for a single congested ingress, (B − q)/8 ⇒ q = B/9
-(`SwitchMmu::GetPfcThreshold`, `pfc_a_shift` 3; headroom and reserve left out).
+counted. The threshold is ns-3's dynamic one: an ingress pauses when its share of the buffer
+reaches (B − used)/8 (`SwitchMmu::GetPfcThreshold`, `pfc_a_shift` 3), so n alike ingresses feeding
+one queue pause it at q = n·B/(8 + n) — B/9 for one, B/3 for four senders meeting at a shared NIC
+(n: the sub-flows loading the queue, at most the links into its switch; headroom and reserve left
+out).
 
 A flow's bytes count as sent when they are injected; it completes when its last byte has also
 crossed the queues then on its path (FIFO: their bytes over their rates).
@@ -58,6 +61,7 @@ hop by hop (a pause holds back the senders directly), and queues at hosts.
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
 
@@ -79,6 +83,7 @@ class FluidLink:
     kmax: float = 0.0
     pmax: float = 0.0
     pfc: float = math.inf
+    ingress: float = 1.0  # links into its switch that can feed it (bounds the ingresses that pause)
 
 
 class _Sub:
@@ -86,6 +91,8 @@ class _Sub:
 
     __slots__ = (
         "flow",
+        "path",
+        "message",
         "levels",
         "links",
         "remaining",
@@ -109,10 +116,8 @@ class _Sub:
         self.links = links
         self.levels = levels  # [(level, [(link, weight, arrival weight)])] in path order
         self.line = line
-        self.start(num_bytes)
-
-    def start(self, num_bytes: float) -> None:
-        """A new queue pair for a message of `num_bytes`: line rate, nothing learnt (ns-3's QP)."""
+        self.path = self.message = 0
+        # a new queue pair: line rate, nothing learnt (ns-3's RdmaQueuePair)
         self.remaining = num_bytes
         self.rc = self.rt = self.line
         self.alpha, self.stage, self.timer_at, self.first_cnp = 1.0, 0, NEVER_NS, True
@@ -123,21 +128,37 @@ class _Sub:
 
 class FluidFlow(Flow):
     """A flow of the fluid model; `paths` (set by the engine from the phase plan): its sub-flows'
-    links in the plan's link ids (bundles), empty for one sub-flow over `links`; `messages`: the
-    bytes go as that many messages in turn (ring steps), each on a new queue pair once every
-    sub-flow's previous one has arrived."""
+    links in the plan's link ids (bundles), empty for one sub-flow over `links`; `messages`: each
+    path's bytes go as that many messages (ring steps), each on a new queue pair; `after[p]`: the
+    path whose message m must have arrived before path p sends message m + 1 (a ring node forwards
+    what its predecessor sent; -1 or absent: p's own message m), so messages of one path overlap
+    when its predecessor is faster."""
 
-    __slots__ = ("paths", "messages", "message_bytes", "subs", "done_at")
+    __slots__ = (
+        "paths",
+        "messages",
+        "after",
+        "message_bytes",
+        "subs",
+        "done_at",
+        "routes",
+        "started",
+        "arrived",
+    )
 
     def __init__(
         self, links: tuple[tuple[int, float], ...], num_bytes: float, owner: object, solo_rate: float = 0.0
     ) -> None:
         super().__init__(links, num_bytes, owner, solo_rate)
         self.paths: tuple[tuple[tuple[int, float], ...], ...] = ()
-        self.messages = 1  # messages left, the one under way included
+        self.messages = 1
+        self.after: tuple[int, ...] = ()
         self.message_bytes = 0.0
-        self.subs: list[_Sub] = []
+        self.subs: list[_Sub] = []  # every queue pair it has started
         self.done_at = NEVER_NS
+        self.routes: list[tuple[list[tuple[int, float]], list, float]] = []  # per path: links, levels, line
+        self.started: list[int] = []  # per path: messages started
+        self.arrived: list[int] = []  # per path: messages arrived
 
     def finish_time(self, now: int) -> int:
         return self.done_at
@@ -164,6 +185,7 @@ class DcqcnNetwork:
         self.queue = [0.0] * len(capacities)
         self.arrival = [0.0] * len(capacities)
         self.paused = [False] * len(capacities)
+        self.pfc_at = [link.pfc for link in links] + [math.inf] * (len(capacities) - len(links))
         self.users: list[dict[_Sub, float]] = [{} for _ in capacities]
         self.subs: dict[_Sub, None] = {}  # sub-flows still sending
         self.t = 0
@@ -176,10 +198,12 @@ class DcqcnNetwork:
         self._levels = sorted({link.level for link in links})
         self._gain_per_ns = math.log1p(-params.ewma_gain) / params.alpha_resume_interval_ns
         self._tick = max(1, round(params.rate_decrease_interval_ns))
+        self._dirty = True  # rates must be solved again
         self._by_level: list[list[tuple[_Sub, list[tuple[int, float, float]]]]] | None = []
         self._used: list[int] = []
         self._used_queues: list[int] = []  # queues some sub-flow crosses (others stay as they are)
-        self._waiting: dict[FluidFlow, int] = {}  # flows between messages -> when the next one starts
+        self._arrivals: list[tuple[int, int, _Sub]] = []  # heap: (arrival, seq, queue pair) of messages
+        self._seq = 0
 
     # --- the flow model's interface ----------------------------------------------------------------
     def add(self, flow: Flow, now: int) -> list[Flow]:
@@ -193,18 +217,30 @@ class DcqcnNetwork:
             by_level: dict[float, list[tuple[int, float, float]]] = {}
             for link, w in links:
                 by_level.setdefault(self.links[link].level, []).append((link, w, w * spread[link]))
-            sub = _Sub(flow, links, sorted(by_level.items()), flow.message_bytes, self._line(links))
-            flow.subs.append(sub)
-            self.subs[sub] = None
-        self._by_level = None
+            flow.routes.append((links, sorted(by_level.items()), self._line(links)))
+        flow.started = [0] * len(flow.routes)
+        flow.arrived = [0] * len(flow.routes)
+        for path in range(len(flow.routes)):
+            self._start(flow, path)
         return self._settle(now)
+
+    def _start(self, flow: FluidFlow, path: int) -> None:
+        """The path's next message, on a new queue pair."""
+        links, levels, line = flow.routes[path]
+        sub = _Sub(flow, links, levels, flow.message_bytes, line)
+        sub.path, sub.message = path, flow.started[path]
+        flow.started[path] += 1
+        flow.subs.append(sub)
+        self.subs[sub] = None
+        self._by_level = None
+        self._dirty = True
 
     def remove(self, flow: Flow, now: int) -> list[Flow]:
         self._advance(now)
         for sub in flow.subs:  # type: ignore[attr-defined]
             self.subs.pop(sub, None)
-        self._waiting.pop(flow, None)  # type: ignore[call-overload]
         self._by_level = None
+        self._dirty = True
         return self._settle(now)
 
     def step(self, now: int) -> list[Flow]:
@@ -214,13 +250,16 @@ class DcqcnNetwork:
         if self.stepping and now % self._tick == 0:
             self._cuts(now)
         self._increases(now)
-        for flow in [f for f, at in self._waiting.items() if at <= now]:  # next messages start
-            del self._waiting[flow]
-            flow.messages -= 1
-            for sub in flow.subs:
-                sub.start(flow.message_bytes)
-                self.subs[sub] = None
-            self._by_level = None
+        arrivals = self._arrivals
+        while arrivals and arrivals[0][0] <= now:  # a message arrived: its successors send the next
+            _, _, sub = heapq.heappop(arrivals)
+            flow = sub.flow
+            flow.arrived[sub.path] += 1  # messages of one path may arrive out of order: count them
+            for path in range(len(flow.routes)):
+                before = flow.after[path] if path < len(flow.after) and flow.after[path] >= 0 else path
+                if before == sub.path:
+                    while flow.started[path] < min(flow.messages, flow.arrived[before] + 1):
+                        self._start(flow, path)
         return self._settle(now)
 
     def set_capacities(self, capacities: dict[int, float], now: int) -> list[Flow]:
@@ -229,6 +268,7 @@ class DcqcnNetwork:
         self._advance(now)
         for link, capacity in capacities.items():
             self.capacity[link] = capacity
+        self._dirty = True
         for sub in self.subs:
             line = self._line(sub.links)
             if sub.rc <= 0 < line:
@@ -285,28 +325,50 @@ class DcqcnNetwork:
         if dt <= 0:
             return
         p, queue, capacity, links = self.p, self.queue, self.capacity, self.links
-        old_q = list(queue)
-        arrival = self.arrival
+        arrival, pfc_at = self.arrival, self.pfc_at
+        # per queue above KMIN at either end of the interval: its mean marking chance and the share
+        # of what arrives that it drains
+        marking: dict[int, tuple[float, float]] = {}
         for link in self._used_queues:
-            if arrival[link] or queue[link]:
-                q = queue[link] + (arrival[link] - capacity[link]) * dt
-                queue[link] = min(max(q, 0.0), max(links[link].pfc, old_q[link]))
+            old = queue[link]
+            if arrival[link] or old:
+                spec = links[link]
+                q = min(max(old + (arrival[link] - capacity[link]) * dt, 0.0), max(pfc_at[link], old))
+                queue[link] = q
+                if (q > 0) != (old > 0) or (q >= pfc_at[link] * (1 - 1e-6)) != (
+                    old >= pfc_at[link] * (1 - 1e-6)
+                ):
+                    self._dirty = True  # who passes what, or PFC, changes
+                if q > spec.kmin or old > spec.kmin:
+                    drained = min(1.0, capacity[link] / arrival[link]) if arrival[link] > 0 else 1.0
+                    marking[link] = ((_mark(spec, old) + _mark(spec, q)) / 2, drained)
         decay = math.exp(self._gain_per_ns * dt)
-        alpha_packets = p.alpha_resume_interval_ns / p.payload_bytes
+        alpha_packets = p.alpha_resume_interval_ns / p.payload_bytes  # packets per byte per ns, times ns
         cut_packets = p.rate_decrease_interval_ns / p.payload_bytes
         for sub in self.subs:
             if sub.done_at != NEVER_NS:
                 continue
             sub.remaining -= sub.x * dt
-            prob = 0.0
-            for link, _ in sub.links:
-                spec = links[link]
-                if spec.queued and (queue[link] > spec.kmin or old_q[link] > spec.kmin):
-                    prob = max(prob, (_mark(spec, old_q[link]) + _mark(spec, queue[link])) / 2)
+            # marks fall on the packets a queue sends (ns-3 marks at dequeue): the sub-flow's share of
+            # what the link drains, at each marking queue on its path; log of "no mark" per byte
+            unmarked = 0.0
+            if marking:
+                for link, _ in sub.links:
+                    found = marking.get(link)
+                    if found is not None:
+                        prob, drained = found
+                        if prob >= 1:
+                            unmarked = -math.inf
+                            break
+                        unmarked += sub.x * drained * math.log1p(-prob)
+            if not unmarked:
+                if not sub.first_cnp:
+                    sub.alpha = sub.alpha * decay
+                continue
             if not sub.first_cnp:
-                sub.alpha = sub.alpha * decay + (1 - decay) * _chance(prob, sub.x * alpha_packets)
-            if prob:
-                sub.credit += _chance(prob, sub.x * cut_packets) * (dt / p.rate_decrease_interval_ns)
+                sub.alpha = sub.alpha * decay + (1 - decay) * -math.expm1(unmarked * alpha_packets)
+            window = -math.expm1(unmarked * cut_packets)  # a CNP in a decrease interval
+            sub.credit += window * (dt / p.rate_decrease_interval_ns)
         self.t = now
 
     def _cuts(self, now: int) -> None:
@@ -324,6 +386,7 @@ class DcqcnNetwork:
                 sub.stage = 0
                 sub.timer_at = now + round(p.rp_timer_ns)
                 self.num_cuts += 1
+                self._dirty = True
             sub.ready = sub.credit
 
     def _increases(self, now: int) -> None:
@@ -336,6 +399,7 @@ class DcqcnNetwork:
                     sub.rt = min(sub.line, sub.rt + p.rate_ai)
                 sub.rc = min(sub.line, (sub.rc + sub.rt) / 2)
                 sub.stage += 1
+                self._dirty = True
                 sub.timer_at += round(p.rp_timer_ns)
                 if sub.rc >= sub.line * (1 - _EPS) and sub.rt >= sub.line * (1 - _EPS):
                     sub.rc = sub.rt = sub.line
@@ -356,19 +420,21 @@ class DcqcnNetwork:
         for sub in ended:
             sub.remaining = 0.0
             sub.done_at = now + self._drain_ns(sub)
+        for sub in ended:
+            if sub.message + 1 < sub.flow.messages:  # its arrival lets the next messages go
+                self._seq += 1
+                heapq.heappush(self._arrivals, (max(sub.done_at, now + 1), self._seq, sub))
         for flow in dict.fromkeys(sub.flow for sub in ended):
-            if all(sub.done_at != NEVER_NS for sub in flow.subs):
-                arrived = max(sub.done_at for sub in flow.subs)
-                if flow.messages > 1:  # the next ring step: new queue pairs once this one arrived
-                    self._waiting[flow] = max(arrived, now + 1)
-                    continue
-                flow.done_at = arrived
+            complete = all(n == flow.messages for n in flow.started)
+            if complete and all(sub.done_at != NEVER_NS for sub in flow.subs):
+                flow.done_at = max(sub.done_at for sub in flow.subs)
                 flow.remaining = 0.0
                 flow.version += 1
                 finished.append(flow)
         for sub in ended:
             self.subs.pop(sub)
             self._by_level = None
+            self._dirty = True
         self._rates()
         self._plan(now)
         return finished
@@ -385,6 +451,9 @@ class DcqcnNetwork:
     def _rates(self) -> None:
         """Each sub-flow's injection: its RC, held to its share of its host's (queue-less) links and,
         where PFC pauses a queue, to what that queue drains."""
+        if not self._dirty:
+            return  # nothing that sets a rate changed since the last solution
+        self._dirty = False
         self.num_recomputes += 1
         if self._by_level is None:
             self._structure()
@@ -415,6 +484,13 @@ class DcqcnNetwork:
                     used[link] = None
         self._by_level = [per_level[level] for level in sorted(per_level)]
         self._used = list(used)
+        # ns-3 pauses an ingress whose share of the buffer reaches (B - used) / 8: with n ingresses
+        # alike feeding one queue, at q = n B / (8 + n) (n = 1: the links' B/9)
+        for link in used:
+            spec = self.links[link]
+            if spec.queued:
+                n = max(1.0, min(sum(users[link].values()), spec.ingress))
+                self.pfc_at[link] = spec.pfc * 9 * n / (8 + n)
         queue = self.queue  # queues still draining stay, with no arrival
         self._used_queues = [
             k for k, spec in enumerate(self.links) if spec.queued and (k in used or queue[k] > 0)
@@ -433,7 +509,7 @@ class DcqcnNetwork:
         throttle: dict[_Sub, float] = {}
         for link in self._used_queues:
             spec = links[link]
-            full = queue[link] >= spec.pfc * (1 - 1e-6)
+            full = queue[link] >= self.pfc_at[link] * (1 - 1e-6)
             if full and arrival[link] > capacity[link] * (1 + _EPS):
                 if not self.paused[link]:
                     self.paused[link] = True
@@ -485,8 +561,8 @@ class DcqcnNetwork:
             if net > _EPS * capacity[link]:
                 if q < spec.kmin:
                     wake = min(wake, now + _ceil((spec.kmin - q) / net) + 1)
-                if q < spec.pfc:
-                    wake = min(wake, now + max(1, _ceil((spec.pfc - q) / net)))
+                if q < self.pfc_at[link]:
+                    wake = min(wake, now + max(1, _ceil((self.pfc_at[link] - q) / net)))
             elif q > 0 and net < -_EPS * capacity[link]:
                 wake = min(wake, now + max(1, _ceil(q / -net)))
         for sub in self.subs:
@@ -495,8 +571,8 @@ class DcqcnNetwork:
             wake = min(wake, sub.timer_at)
             if sub.x > 0:
                 wake = min(wake, now + max(1, _ceil(sub.remaining / sub.x)))
-        if self._waiting:
-            wake = min(wake, min(self._waiting.values()))
+        if self._arrivals:
+            wake = min(wake, self._arrivals[0][0])
         self.stepping = marking
         if marking:
             wake = min(wake, (now // self._tick + 1) * self._tick)

@@ -110,7 +110,8 @@ def directed_fluid_links(
             links.append(FluidLink(False, level))
             continue
         e = params.thresholds(round(topo.link_bytes_per_ns[k] * 8e9), source)
-        links.append(FluidLink(True, level, e.kmin_bytes, e.kmax_bytes, e.pmax, pfc))
+        ingress = max(1, sum(1 for j in topo.out_links[src] if topo.link_dst[j] != dst))
+        links.append(FluidLink(True, level, e.kmin_bytes, e.kmax_bytes, e.pmax, pfc, ingress))
     return links
 
 
@@ -134,6 +135,7 @@ def engine_fluid_links(per_link: Sequence[FluidLink], members: Sequence[Iterable
                 sum(s.kmax for s in specs),
                 first.pmax,
                 sum(s.pfc for s in specs),
+                sum(s.ingress for s in specs),
             )
         )
     return out

@@ -61,7 +61,7 @@ class IdealCommPlanner:
     ) -> PhasePlan:
         links: dict[int, float] = {}
         latency = 0
-        paths = []
+        paths, routed = [], []
         for src, dst in pairs:
             route = self.router.route(src, dst)
             latency = max(latency, route.latency_ns)
@@ -69,8 +69,32 @@ class IdealCommPlanner:
                 links[link] = links.get(link, 0.0) + share
             if route.links:
                 paths.append(tuple(route.links))
+                routed.append((src, dst))
         sorted_links = tuple(sorted(links.items()))
         solo = solo_rate(sorted_links, self.router.bundle_bytes_per_ns) if sorted_links else 0.0
         return PhasePlan(
-            sorted_links, fraction, steps * latency, solo, memory_ns_per_byte, tuple(paths), max(1, steps)
+            sorted_links,
+            fraction,
+            steps * latency,
+            solo,
+            memory_ns_per_byte,
+            tuple(paths),
+            max(1, steps),
+            _predecessors(routed),
         )
+
+
+def _predecessors(pairs: list[tuple[int, int]]) -> tuple[int, ...]:
+    """Per transfer of a ring step, the transfer into its sender (what it forwards next step): the
+    nearest one before it (cyclically) whose destination is its source; -1 where none is."""
+    out = []
+    n = len(pairs)
+    for k, (src, _) in enumerate(pairs):
+        found = -1
+        for back in range(1, n + 1):
+            j = (k - back) % n
+            if pairs[j][1] == src:
+                found = j
+                break
+        out.append(found)
+    return tuple(out)

@@ -28,6 +28,9 @@ class PhasePlan:
     # how many messages in turn each transfer's bytes go as (a ring's steps, as ASTRA-sim sends them:
     # each a new queue pair in ns-3); the DCQCN fluid model restarts its senders for each
     messages: int = 1
+    # per path, the path whose message m must have arrived before this one sends message m + 1 (a
+    # ring node forwards what its predecessor sent, as ASTRA-sim's ring does); -1: its own
+    after: tuple[int, ...] = ()
 
 
 class CommPlanner(Protocol):
