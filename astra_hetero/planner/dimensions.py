@@ -104,6 +104,7 @@ DIMENSIONS: tuple[Dimension, ...] = (
     Dimension("ep", _expert_degrees, "ep", quiet=True),
     Dimension("etp", _as_written("etp"), "etp", quiet=True),
     Dimension("moe_token_dispatcher", _as_written("moe_token_dispatcher"), "", quiet=True),
+    Dimension("moe_grouped_gemm", _as_written("moe_grouped_gemm"), "", quiet=True),
     Dimension("cp_comm", _as_written("cp_comm"), "cp-comm", lambda shape: shape.cp == 1, quiet=True),
     # Transformer Engine's overlap needs sequence parallelism: the spec checks reject it without. With
     # overlap a plan does the same work and holds the same memory with its TP communication hidden, so

@@ -28,6 +28,16 @@ KIND_OF = {
     "residual_attn": "elementwise",
     "residual_mlp": "elementwise",
     "embedding": "embedding",
+    "expert_swiglu": "activation",
+    "expert_gelu": "activation",
+    # MoE token permutation (moe.py): unfused PyTorch row gathers and scatter-adds (index_select,
+    # scatter_add_), the kernels the embedding lookup and its backward are made of; the chunk sort and
+    # the probability scaling are plain copies / element-wise products
+    "moe_permute": "embedding",
+    "moe_unpermute": "embedding",
+    "moe_sort_chunks": "elementwise",
+    "moe_unsort_chunks": "elementwise",
+    "moe_unpermute_scale": "elementwise",
 }
 KINDS = ("norm", "activation", "rope", "elementwise", "embedding", "gemm")
 

@@ -3,13 +3,18 @@ combine, unpermutation, and the shared experts (megatron/core/transformer/moe/).
 
 Tokens enter as the rank's sequence-parallel shard (T = tokens / tp; Megatron-core requires sequence
 parallelism for MoE with TP). With the all-to-all dispatcher (`MoEAlltoAllTokenDispatcher`):
-  router        logits = x·W_r [T, E], score function and top-k
+  router        logits = x·W_r [T, E], score function and top-k, and the load-balancing (auxiliary)
+                loss (Megatron-core's default `aux_loss`): an FP32 softmax of the logits, the tokens per
+                expert summed over the sequence-parallel shards (an all-reduce of E FP32 counts over TP)
   permute       the T·k (token, expert) copies gathered into expert order
   dispatch      all-to-all over the EP group: T·k·h BF16 values per rank (each rank keeps 1/ep)
   expert TP     with etp > 1, all-gather over the expert-TP group (etp times the tokens)
   sort          received chunks regrouped by local expert (more than one local expert)
-  experts       grouped GEMMs, one group per local expert: fc1 [h → 2F/etp (gated) or F/etp], the
-                activation, fc2 [F/etp → h]
+  experts       fc1 [h → 2F/etp (gated) or F/etp], the activation, fc2 [F/etp → h] per local expert:
+                with `parallelism.moe_grouped_gemm` one grouped GEMM for all local experts (TEGroupedMLP),
+                without it Megatron-core's SequentialMLP: a Python loop over the local experts, each a
+                GEMM kernel of its own rows (its own fixed cost, tile and wave quantization), its own
+                activation kernel and, under FP8, its own casts
   ... then the same way back: unsort, reduce-scatter over expert TP, the combine all-to-all (T·k·h per
   rank), unpermute (the copies scaled by their router probabilities and summed per token).
 With the all-gather dispatcher (`MoEAllGatherTokenDispatcher`) every rank gathers the tokens (and their
@@ -20,11 +25,18 @@ Routing imbalance (`routing.py`) scales the expert work and the dispatch/combine
 EP rank's load. Tokens travel and are stored in the activation format (`Shape.dtypes`); the expert
 GEMMs run in the compute format (Transformer Engine's grouped GEMMs take FP8 like its other linear
 layers). Byte counts per element of the memory-bound kernels, written for BF16 and scaled by
-`Shape.width`:
+`Shape.width`. Token permutation is Megatron-core's unfused PyTorch code (moe_utils.permute /
+unpermute; the fused TE kernels of `moe_permute_fusion` came later and are off by default): a row
+gather (`index_select`) forward and a scatter-add backward, timed as the kernel catalog's measured
+row-gather kind (`embedding`, PyTorch's index_select / index_add, kernels.py):
   router scores   read the FP32 logits, write probabilities and the top-k mask and indices: 12 B
-  permute         read and write each copied row: 4 B; its backward scatter-adds rows back: 6 B
-  sort / unsort   read and write: 4 B
-  unpermute       read the copy and its probability, accumulate into the token's row: 6 B
+  aux loss        per score: the FP32 softmax (read 4, write 4) and its sum over tokens (read 4): 12 B
+  permute         gather each copied row (read and write): 4 B; its backward scatter-adds rows back: 6 B
+  sort / unsort   read and write (a copy of the chunks in a new order): 4 B
+  unpermute       scale each copy by its probability (read, write: 4 B; backward: the copy's gradient
+                  read and written and the probability's gradient reduced from gradient and copy: 8 B),
+                  then zero the tokens' rows and scatter-add the scaled copies into them (read the
+                  copy, read and write the row: 6 B, 2 kernels; backward: a row gather, 4 B)
 """
 
 from __future__ import annotations
@@ -49,7 +61,9 @@ from astra_hetero.workload.ops import (
 ROUTER_BYTES = {"fwd": 12, "bwd": 12}
 PERMUTE_BYTES = {"fwd": 4, "bwd": 6}
 SORT_BYTES = 4
-UNPERMUTE_BYTES = {"fwd": 6, "bwd": 6}
+UNPERMUTE_BYTES = {"fwd": 6, "bwd": 4}
+UNPERMUTE_SCALE_BYTES = {"fwd": 4, "bwd": 8}
+AUX_LOSS_BYTES = {"fwd": 12, "bwd": 8}
 GATED_BYTES = {"fwd": 6, "bwd": 10}  # SwiGLU per output element, as the dense MLP's
 GELU_BYTES = {"fwd": 4, "bwd": 6}
 ROUTING_BYTES_PER_SCORE = BYTES_FP32 + 1  # the all-gather dispatcher also gathers probabilities and mask
@@ -63,6 +77,7 @@ def moe_forward(x: Shape, shared: list[LayerStep]) -> list[LayerStep]:
     steps: list[LayerStep] = [  # the router GEMM stays in the activation format (FP32 scores)
         linear_forward("router", tokens, h, m.experts, x.dtypes.without_fp8),
         memory_op("router_topk", tokens * m.experts, ROUTER_BYTES["fwd"], kernels=3, flops=4.0),
+        *_aux_loss(x, "fwd"),
     ]
     steps += _dispatch(x, "fwd")
     steps += _experts_forward(x)
@@ -79,9 +94,23 @@ def moe_backward(x: Shape, shared: list[LayerStep]) -> list[LayerStep]:
     steps += _experts_backward(x)
     steps += _combine_of_gradients(x)
     return steps + [
+        *_aux_loss(x, "bwd"),
         memory_op("router_topk", tokens * m.experts, ROUTER_BYTES["bwd"], kernels=2, flops=4.0),
         linear_backward("router", tokens, h, m.experts, x.dtypes.without_fp8),
     ]
+
+
+def _aux_loss(x: Shape, phase: str) -> list[LayerStep]:
+    """The load-balancing loss (switch_load_balancing_loss_func): FP32 softmax scores, tokens per
+    expert summed over the sequence-parallel shards (forward; an all-reduce of E FP32 counts over
+    TP), and their gradient (backward)."""
+    m = _moe(x)
+    op = memory_op(
+        "router_aux_loss", _tokens(x) * m.experts, AUX_LOSS_BYTES[phase], kernels=4 if phase == "fwd" else 2
+    )
+    if phase == "fwd" and x.t > 1:
+        return [op, Collective("all_reduce", BYTES_FP32 * m.experts, "tp")]
+    return [op]
 
 
 def _moe(x: Shape) -> MoeShape:
@@ -143,7 +172,7 @@ def _combine(x: Shape, phase: str) -> list[LayerStep]:
     if m.dispatcher == "allgather":
         scatter = [Collective("reduce_scatter", _gathered_bytes(x, False), "moe")] if m.ep * m.etp > 1 else []
         unpermute = memory_op("moe_unpermute", expert_tokens(x) * x.h, UNPERMUTE_BYTES[phase] * x.width)
-        return [unpermute, *scatter]
+        return [_unpermute_scale(x, expert_tokens(x), phase), unpermute, *scatter]
     steps: list[LayerStep] = []
     if m.ep > 1 and m.local_experts > 1 and m.holds:
         steps.append(memory_op("moe_unsort_chunks", expert_tokens(x) * x.h, SORT_BYTES * x.width))
@@ -151,7 +180,20 @@ def _combine(x: Shape, phase: str) -> list[LayerStep]:
         steps.append(Collective("reduce_scatter", _expert_rows_bytes(x), "etp"))
     if m.ep > 1:
         steps.append(Collective("all_to_all", _copies_bytes(x), "ep"))
-    return steps + [memory_op("moe_unpermute", copies * x.h, UNPERMUTE_BYTES[phase] * x.width)]
+    return steps + [
+        _unpermute_scale(x, copies, phase),
+        memory_op(
+            "moe_unpermute",
+            copies * x.h,
+            UNPERMUTE_BYTES[phase] * x.width,
+            kernels=2 if phase == "fwd" else 1,
+        ),
+    ]
+
+
+def _unpermute_scale(x: Shape, copies: float, phase: str) -> Op:
+    """Each copy scaled by its router probability (unfused: a kernel before the scatter-add)."""
+    return memory_op("moe_unpermute_scale", copies * x.h, UNPERMUTE_SCALE_BYTES[phase] * x.width)
 
 
 def _expert_rows_bytes(x: Shape) -> int:
@@ -186,18 +228,20 @@ def _expert_widths(x: Shape) -> tuple[int, int]:
 
 
 def _grouped(name: str, x: Shape, d_in: int, d_out: int, backward: bool) -> Op:
-    """One GEMM per local expert, each on its share of the rank's token copies (grouped GEMM)."""
+    """One GEMM per local expert, each on its share of the rank's token copies: one grouped kernel
+    (batch = local experts) per GEMM kind, or with `moe_grouped_gemm` off one kernel per expert."""
     m, dt = _moe(x), x.dtypes
     rows = math.ceil(expert_tokens(x) / m.local_experts)
     formats = {"fmt": dt.matmul, "operand_bytes": dt.gemm_input_bytes, "c_bytes": dt.activation_bytes}
-    if not backward:
-        return gemm_op(name, Gemm(rows, d_out, d_in, m.local_experts, **formats))
     wgrad = {**formats, "c_bytes": dt.grad_bytes, "c_read_bytes": dt.grad_bytes}
-    return gemm_op(
-        name,
-        Gemm(rows, d_in, d_out, m.local_experts, **formats),
-        Gemm(d_in, d_out, rows, m.local_experts, **wgrad),
+    kinds = (
+        [(rows, d_out, d_in, formats)]
+        if not backward
+        else [(rows, d_in, d_out, formats), (d_in, d_out, rows, wgrad)]
     )
+    if m.grouped_gemm:
+        return gemm_op(name, *(Gemm(a, b, c, m.local_experts, **f) for a, b, c, f in kinds))
+    return gemm_op(name, *(Gemm(a, b, c, 1, **f) for _ in range(m.local_experts) for a, b, c, f in kinds))
 
 
 def _fp8_cast(x: Shape, name: str, elements: float) -> list[Op]:
@@ -209,6 +253,13 @@ def _fp8_cast(x: Shape, name: str, elements: float) -> list[Op]:
     per_element = fp8.CAST_TRANSPOSE_BYTES + (fp8.AMAX_BYTES if current else 0)
     kernels = _moe(x).local_experts * (1 + int(current))
     return [memory_op(f"{name}_fp8_cast", elements, per_element, kernels=kernels)]
+
+
+def _activation_kernels(x: Shape) -> int:
+    """The experts' activation: one kernel over all copies after a grouped GEMM, one per expert in
+    SequentialMLP's loop."""
+    m = _moe(x)
+    return 1 if m.grouped_gemm else m.local_experts
 
 
 def _expert_ops(x: Shape) -> tuple[int, int, float, tuple[str, dict[str, int]]] | None:
@@ -229,7 +280,13 @@ def _experts_forward(x: Shape) -> list[LayerStep]:
     return [
         *_fp8_cast(x, "expert_fc1", rows * x.h),
         _grouped("expert_fc1", x, x.h, fc1, backward=False),
-        memory_op(kernel, rows * inner, per_element["fwd"] * x.width, flops=4.0 if x.swiglu else 8.0),
+        memory_op(
+            kernel,
+            rows * inner,
+            per_element["fwd"] * x.width,
+            _activation_kernels(x),
+            4.0 if x.swiglu else 8.0,
+        ),
         *_fp8_cast(x, "expert_fc2", rows * inner),
         _grouped("expert_fc2", x, inner, x.h, backward=False),
     ]
@@ -243,7 +300,7 @@ def _experts_backward(x: Shape) -> list[LayerStep]:
     return [
         *_fp8_cast(x, "expert_fc2_grad", rows * x.h),
         _grouped("expert_fc2", x, inner, x.h, backward=True),
-        memory_op(kernel, rows * inner, per_element["bwd"] * x.width, flops=8.0),
+        memory_op(kernel, rows * inner, per_element["bwd"] * x.width, _activation_kernels(x), flops=8.0),
         *_fp8_cast(x, "expert_fc1_grad", rows * fc1),
         _grouped("expert_fc1", x, x.h, fc1, backward=True),
     ]

@@ -237,6 +237,7 @@ class MoeShape:
     dispatcher: str  # "alltoall" | "allgather"
     hosts: int = 0  # mapping.experts: ranks of an expert group holding experts (0: all of them)
     holds: bool = True  # whether this rank holds experts
+    grouped_gemm: bool = True  # parallelism.moe_grouped_gemm: one grouped kernel, else one per expert
 
     @property
     def holders(self) -> int:
@@ -268,6 +269,7 @@ def shape_of(
             dispatcher=par.moe_token_dispatcher,
             hosts=expert_hosts[0],
             holds=expert_hosts[1],
+            grouped_gemm=par.moe_grouped_gemm,
         )
     return Shape(
         b=par.micro_batch_size,

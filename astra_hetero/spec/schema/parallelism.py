@@ -66,6 +66,12 @@ class ParallelismSpec(Strict):
         description="MoE token dispatch: all-to-all over the EP group (dispatch and combine), or "
         "all-gather of the tokens and reduce-scatter of the outputs (Megatron-core's two dispatchers)",
     )
+    moe_grouped_gemm: bool = Field(
+        True,
+        description="MoE experts as grouped GEMMs (Megatron-core's --moe-grouped-gemm, TEGroupedMLP: one "
+        "kernel per expert layer for all local experts); false: SequentialMLP, a loop of one GEMM, one "
+        "activation and (FP8) one cast per local expert, each with its own fixed cost and quantization",
+    )
     tp_comm_overlap: bool = Field(
         False,
         description="overlap TP all-gathers and reduce-scatters with the GEMMs that use them (Transformer "
