@@ -66,6 +66,8 @@ class ParallelismSpec(Strict):
         description="MoE token dispatch: all-to-all over the EP group (dispatch and combine), or "
         "all-gather of the tokens and reduce-scatter of the outputs (Megatron-core's two dispatchers)",
     )
+    # default true: Megatron-core's MoE guide (megatron/core/transformer/moe/README.md) recommends
+    # --moe-grouped-gemm wherever a rank holds several experts; NeMo's Grok-1 recipe sets it false
     moe_grouped_gemm: bool = Field(
         True,
         description="MoE experts as grouped GEMMs (Megatron-core's --moe-grouped-gemm, TEGroupedMLP: one "
