@@ -179,13 +179,18 @@ class Family:
                 else self.fixed[i]
             )
 
-    def representatives(self, most: int = 1) -> list[int]:
-        """Grids that stand for the family in a quick estimate: the stage-homogeneous ones (every
-        replica the same pipeline), else the first few."""
+    def representatives(self, most: int = 2) -> list[int]:
+        """Grids that stand for the family in a quick estimate: of the stage-homogeneous ones (every
+        replica the same pipeline; else of all), the first and the last — the stage orders at either
+        end of the enumeration (one class's GPUs first, or last): which end of a pipeline holds the
+        embedding and which the LM head and loss decides a mixed pipeline's pace, so one order alone
+        can leave a whole branch estimated at its slowest; at most `most`."""
         if self.composition is None:
             return list(range(len(self.fixed)))[:most]
         alike = [i for i, grid in enumerate(self.class_grids) if len(set(grid)) == 1]
-        return (alike or list(range(len(self.class_grids))))[:most]
+        pool = alike or list(range(len(self.class_grids)))
+        ends = list(dict.fromkeys([pool[0], pool[-1]]))
+        return ends[:most]
 
     def replica_orderings(self) -> int:
         """Grids left out because they only reorder the replicas of one of this family's grids."""
