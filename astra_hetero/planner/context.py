@@ -294,4 +294,10 @@ class Contexts:
 
 def _shape(spec: Spec) -> object:
     """What a class's timed blocks depend on besides the device and recomputation."""
-    return shape_of(spec.model, spec.parallelism, spec.compute.attention, Dtypes.from_spec(spec))
+    return shape_of(
+        spec.model,
+        spec.parallelism,
+        spec.compute.attention,
+        Dtypes.from_spec(spec),
+        attention_kernel=spec.compute.attention_kernel,
+    )

@@ -61,6 +61,7 @@ def fused_attention(x: Shape, attention_pass: str, name: str = "attention") -> O
         seq_len=min(x.s, x.window) if x.window else x.s,
         attention_pass=attention_pass,
         fmt=x.dtypes.attention_matmul,
+        attention_kernel=x.attention_kernel,
     )
 
 

@@ -104,7 +104,8 @@ def timed_blocks(
     mapping.experts, whether it holds experts: `block_key`); the planner's estimates use the same
     blocks as the traces."""
     dtypes = Dtypes.from_spec(spec)
-    x = shape_of(spec.model, spec.parallelism, spec.compute.attention, dtypes)
+    kernel = spec.compute.attention_kernel
+    x = shape_of(spec.model, spec.parallelism, spec.compute.attention, dtypes, attention_kernel=kernel)
     calibration = (
         load_calibration(spec.calibration, private=spec.calibration_private) if spec.calibration else None
     )
@@ -118,7 +119,7 @@ def timed_blocks(
             shape = x
             if placement is not None:
                 hosts = (placement.hosts, placement.holds(device.rank))
-                shape = shape_of(spec.model, spec.parallelism, spec.compute.attention, dtypes, hosts)
+                shape = shape_of(spec.model, spec.parallelism, spec.compute.attention, dtypes, hosts, kernel)
             costs[key] = (DeviceCostModel(device.spec.gpu, calibration), shape)
     windows = tuple(spec.model.window_of(i) for i in range(spec.model.num_layers))
     alike = len(set(windows)) == 1  # every layer alike: one kind, carried by the shape

@@ -66,6 +66,7 @@ class Op:
     attention_pass: str = ""
     random: bool = False  # draws a Philox random number per element (dropout masks): see timing.py
     fmt: str = "bf16"  # fused attention: the matmul format whose rate it runs at
+    attention_kernel: str = "cudnn"  # fused attention: the kernel (compute.attention_kernel)
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,7 @@ class Shape:
     cp_comm: str = "p2p"
     moe: MoeShape | None = None
     tp_overlap: bool = False  # TP collectives overlapped with their GEMMs (tp_comm_overlap)
+    attention_kernel: str = "cudnn"  # compute.attention_kernel: cudnn | flash2
 
     @property
     def width(self) -> float:
@@ -254,6 +256,7 @@ def shape_of(
     attention: str = "fused",
     dtypes: Dtypes = BF16,
     expert_hosts: tuple[int, bool] = (0, True),
+    attention_kernel: str = "cudnn",
 ) -> Shape:
     """`expert_hosts`: (holders per expert group, whether this rank is one) under mapping.experts."""
     moe = None
@@ -291,4 +294,5 @@ def shape_of(
         cp_comm=par.cp_comm,
         moe=moe,
         tp_overlap=par.tp_comm_overlap,
+        attention_kernel=attention_kernel,
     )

@@ -39,6 +39,14 @@ ATTENTION_FWD_PER_MATMUL, ATTENTION_BWD_PER_FWD = 0.84, 0.87
 # request 85, "Improve dropout performance by unrolling 4xint random masks", 2024): 0.718. Megatron's
 # fused bias-dropout-add draws its mask the same way.
 DROPOUT_BANDWIDTH_FRACTION = 952.7 / 1326.9
+# `compute.attention_kernel: flash2` (the flash-attn package's FlashAttention-2, TE's backend with
+# NVTE_FUSED_ATTN=0) against the catalog's fused-attention figures, by architecture. Hopper: the
+# catalog's figures are cuDNN's; FlashAttention-2 has no Hopper (wgmma/TMA) kernel and reaches, on
+# H100 SXM5 at head dim 128 (FlashAttention-3 paper, Shah et al. 2024: the causal forward figure
+# the curve above comes from, and the backward figure), FlashAttention-2 / cuDNN 335 / 539 TFLOP/s
+# forward and 322 / 516 backward at 16k, 319 / 518 and 310 / 499 at 4k: 0.62 throughout. Other
+# architectures: the catalog's figure is FlashAttention-2's own (A100) or an estimate, used for both.
+FLASH2_FRACTION = {"hopper": 0.62}
 
 
 def attention_efficiency(gpu: GpuSpec, attention_pass: str, seq_len: int) -> float:
@@ -103,6 +111,8 @@ class OperatorModel:
             # its achievable matmul rate against BF16's
             scale = self.rates_for(op.fmt).matmul_flops_per_ns / self.rates_for("bf16").matmul_flops_per_ns
             efficiency = attention_efficiency(self.gpu, op.attention_pass, op.seq_len)
+            if op.attention_kernel == "flash2":
+                efficiency *= FLASH2_FRACTION.get(self.gpu.architecture, 1.0)
             rate = self._peak_flops_per_ns * efficiency * scale
             return op.kernels * self.rates.kernel_ns + max(op.flops / rate, memory_ns)
         kernel_ns = self.rates.kernel_ns

@@ -4,6 +4,7 @@ the router's load-balancing loss, FP8 casts per expert — against closed forms.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -135,3 +136,34 @@ def test_fp8_casts_each_local_experts_inputs(grouped):
     assert cast.bytes == 4 * S * K * H  # read BF16, write FP8 and its transpose, every copy once
     _, _, bf16 = steps_of(ep=2, moe_grouped_gemm=grouped)
     assert not [s for s in layer_forward(bf16) if isinstance(s, Op) and s.name.endswith("_fp8_cast")]
+
+
+def test_flash_attention_2_runs_at_its_measured_share_of_cudnn_on_hopper_only():
+    from astra_hetero.workload.attention import fused_attention
+    from astra_hetero.workload.timing import FLASH2_FRACTION
+
+    _, _, x = steps_of()
+    a100 = OperatorModel(GpuSpec.model_validate({"preset": "a100-80"}))
+    for attention_pass in ("fwd", "bwd"):
+        cudnn = fused_attention(x, attention_pass)
+        flash2 = fused_attention(replace(x, attention_kernel="flash2"), attention_pass)
+        assert flash2.flops == cudnn.flops and flash2.bytes == cudnn.bytes
+        model = OperatorModel(H100)
+        fixed = cudnn.kernels * model.rates.kernel_ns
+        assert (model.time_ns(flash2) - fixed) == pytest.approx(
+            (model.time_ns(cudnn) - fixed) / FLASH2_FRACTION["hopper"]
+        )
+        assert a100.time_ns(flash2) == a100.time_ns(cudnn)  # the A100 figure is FlashAttention-2's
+
+
+def test_the_attention_kernel_reaches_the_timed_blocks_from_the_spec():
+    from astra_hetero.workload.generate import plan_workload, timed_blocks
+
+    times = {}
+    for kernel in ("cudnn", "flash2"):
+        data = moe_spec()
+        data["compute"] = {"attention_kernel": kernel}
+        spec = parse_spec(data)
+        (blocks,) = timed_blocks(spec, plan_workload(spec).layout.devices[:1]).values()
+        times[kernel] = sum(getattr(item, "time_ns", 0.0) for item in blocks.layer_fwd)
+    assert times["flash2"] > times["cudnn"] > 0

@@ -95,6 +95,13 @@ class ComputeSpec(Strict):
         description="fused: FlashAttention-style kernels (no score matrix, recompute in the backward); "
         "unfused: scores materialised with a fused softmax, as Megatron ran before fused attention",
     )
+    attention_kernel: Literal["cudnn", "flash2"] = Field(
+        "cudnn",
+        description="the kernel fused attention runs (Transformer Engine's backends): cudnn = cuDNN's "
+        "fused attention, the catalog's figures; flash2 = the flash-attn package (NVTE_FUSED_ATTN=0), "
+        "which on Hopper reaches 0.62 of cuDNN's rate (workload/timing.py); elsewhere the catalog's "
+        "figures are FlashAttention-2's own or estimates and apply to both",
+    )
     framework: Literal["megatron-core", "deepspeed", "fsdp"] = Field(
         "megatron-core",
         description="the training framework: its CPU cost per kernel launch (the GPU starves on kernels "
