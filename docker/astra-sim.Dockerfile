@@ -74,10 +74,13 @@ RUN cd extern/network_backend/ns-3 \
  && mkdir -p scratch/output && echo 0 > scratch/output/flow.txt && chmod -R a+rwX scratch/output
 
 # One directory of links to the three binaries (the ns-3 one stays in its build tree for its libraries).
-# ASTRA-sim's example traces made readable *and writable* by any user: Chakra's trace reader opens a
-# trace with std::ios::in | std::ios::app (src/feeder_v3/et_feeder.h), which fails on a file the user
-# cannot write, and containers run as the caller's uid.
+# Containers run as the caller's uid, so what ASTRA-sim writes must be writable by any user: the example
+# traces (Chakra's trace reader opens a trace with std::ios::in | std::ios::app, src/feeder_v3/
+# et_feeder.h, which fails on a file the user cannot write), and the directories its run scripts run in
+# (every binary creates log/ in its working directory: the tree's root, the image's WORKDIR, and ns-3's
+# build/scratch).
 RUN chmod -R a+rwX examples \
+ && chmod a+rwx . extern/network_backend/ns-3/build/scratch \
  && mkdir -p /opt/astra-sim/bin \
  && ln -s "${ASTRA_SIM_ROOT}/build/astra_analytical/build/bin/AstraSim_Analytical_Congestion_Aware" \
           "${ASTRA_SIM_ROOT}/build/astra_analytical/build/bin/AstraSim_Analytical_Congestion_Unaware" \
