@@ -17,7 +17,6 @@ time: NCCL's achievable bandwidths include them.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -98,8 +97,10 @@ class NcclCommPlanner:
             latency_us, time_us = choice.latency_us, choice.time_us(total)
             chosen = (choice.algorithm, choice.protocol)
         self._count(kind, facts, total, *chosen)
-        phase = self._phase(facts.ring_links, size, latency_us, time_us - latency_us)
-        return (dataclasses.replace(phase, paths=self._paths(facts.pairs)),), chosen
+        phase = self._phase(
+            facts.ring_links, size, latency_us, time_us - latency_us, self._paths(facts.pairs)
+        )
+        return (phase,), chosen
 
     def _analyse(self, members: tuple[int, ...]) -> _Facts:
         by_machine: dict[int, list[int]] = {}
@@ -165,8 +166,8 @@ class NcclCommPlanner:
             algorithm, protocol = "p2p", choice.protocol
         key = (kind, len(ranks), num_nodes, size, algorithm, protocol)
         self.chosen[key] = self.chosen.get(key, 0) + 1
-        phase = self._phase(links, size, latency_us, time_us - latency_us)
-        return (dataclasses.replace(phase, paths=self._paths(pairs)),), (algorithm, protocol)
+        paths = tuple(route.links for route in routes if route.links)  # `_paths`, routes at hand
+        return (self._phase(links, size, latency_us, time_us - latency_us, paths),), (algorithm, protocol)
 
     # --- helpers ------------------------------------------------------------------------------------
     def _groups(self, ranks) -> frozenset[str]:
@@ -185,18 +186,21 @@ class NcclCommPlanner:
         key = (kind, t.num_ranks, t.num_nodes, int(total), algorithm, protocol)
         self.chosen[key] = self.chosen.get(key, 0) + 1
 
-    def _phase(self, links: Links, size: int, latency_us: float, transfer_us: float) -> PhasePlan:
+    def _phase(
+        self, links: Links, size: int, latency_us: float, transfer_us: float, paths: tuple[Links, ...] = ()
+    ) -> PhasePlan:
         """One phase that, alone on its links, takes latency + transfer: its bytes are scaled to
-        `size` × (rate alone on the links) × transfer time / size."""
+        `size` × (rate alone on the links) × transfer time / size; `paths`: `PhasePlan.paths`."""
         raw = solo_rate(links, self.router.bundle_bytes_per_ns) if links else 0.0
         transfer_ns = max(0.0, transfer_us * 1000.0)
         if size > 0 and links:
-            return PhasePlan(links, raw * transfer_ns / size, round(latency_us * 1000.0), raw)
-        return PhasePlan((), 0.0, round((latency_us * 1000.0) + transfer_ns), raw)
+            return PhasePlan(links, raw * transfer_ns / size, round(latency_us * 1000.0), raw, paths=paths)
+        return PhasePlan((), 0.0, round((latency_us * 1000.0) + transfer_ns), raw, paths=paths)
 
     def _paths(self, pairs) -> tuple[Links, ...]:
         """Each transfer's route, for the DCQCN fluid model (`PhasePlan.paths`)."""
-        return tuple(tuple(self.router.route(a, b).links) for a, b in pairs if self.router.route(a, b).links)
+        routes = (self.router.route(a, b) for a, b in pairs)
+        return tuple(route.links for route in routes if route.links)
 
     def _links(self, pairs) -> Links:
         loads: dict[int, float] = {}
