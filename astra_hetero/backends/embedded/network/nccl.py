@@ -40,6 +40,9 @@ class NcclCommPlanner:
         self.router, self.machines, self.comm = router, machines, comm
         self.c = nccl_constants()
         self._efficiency, self._kinds = self._bundle_facts()
+        latency = {kind: self._class(kind) for kind in set(self._kinds)}
+        self._latency_classes = [latency[kind] for kind in self._kinds]  # per bundle
+        self._p2p: dict[tuple[str, float, float, float], tuning.Choice] = {}  # p2p_choice's, by its inputs
         self._facts: dict[tuple[int, ...], _Facts] = {}
         self._plans: dict[tuple[Any, ...], tuple[PhasePlan, ...]] = {}
         self._choices: dict[tuple[Any, ...], tuple[str, str]] = {}  # same keys: (algorithm, protocol)
@@ -156,12 +159,16 @@ class NcclCommPlanner:
             latency_us = min(table.table.times_us[0] * ratio, time_us)
             algorithm, protocol = "nccl-tests", table.path
         else:
-            classes = {self._class(self._kinds[bundle]) for route in routes for bundle, _ in route.links}
+            latency_of = self._latency_classes
+            classes = {latency_of[bundle] for route in routes for bundle, _ in route.links}
             latency_class = (
                 "net" if num_nodes > 1 else max(classes, key=_CLASS_ORDER.__getitem__, default="nvlink")
             )
             floor_us = max(route.latency_ns for route in routes) / 1000
-            choice = tuning.p2p_choice(self.c, latency_class, self._achievable(links), per_pair, floor_us)
+            facts = (latency_class, self._achievable(links), per_pair, floor_us)
+            choice = self._p2p.get(facts)
+            if choice is None:  # the same for every pipeline neighbour across replicas: chosen once
+                choice = self._p2p[facts] = tuning.p2p_choice(self.c, *facts)
             latency_us, time_us = choice.latency_us, choice.time_us(per_pair)
             algorithm, protocol = "p2p", choice.protocol
         key = (kind, len(ranks), num_nodes, size, algorithm, protocol)
@@ -224,12 +231,23 @@ class NcclCommPlanner:
         rank_of = {node: rank for rank, node in enumerate(topo.npus[: len(self.machines)])}
         efficiency = [1.0] * len(self.router.bundle_bytes_per_ns)
         kinds = [""] * len(efficiency)
+        fraction: dict[tuple[str, str | None], float] = {}  # (kind, architecture) -> efficiency
+        link_kinds, architectures, src, dst = (
+            self.comm.link_kinds,
+            self.comm.architectures,
+            topo.link_src,
+            topo.link_dst,
+        )
         for link in range(topo.num_links):
-            kind = self.comm.link_kinds[link // 2]
-            gpu = rank_of.get(topo.link_src[link], rank_of.get(topo.link_dst[link]))
-            arch = self.comm.architectures[gpu] if gpu is not None else None
+            kind = link_kinds[link // 2]
+            gpu = rank_of.get(src[link], rank_of.get(dst[link]))
+            arch = architectures[gpu] if gpu is not None else None
             bundle = bundle_of[link]
-            efficiency[bundle] = min(efficiency[bundle], self.c.link_kind(kind).efficiency_for(arch))
+            value = fraction.get((kind, arch))
+            if value is None:
+                value = fraction[(kind, arch)] = self.c.link_kind(kind).efficiency_for(arch)
+            if value < efficiency[bundle]:
+                efficiency[bundle] = value
             kinds[bundle] = kind
         return efficiency, kinds
 
