@@ -211,9 +211,10 @@ class NcclCommPlanner:
 
     def _links(self, pairs) -> Links:
         loads: dict[int, float] = {}
+        route, get = self.router.route, loads.get
         for a, b in pairs:
-            for bundle, share in self.router.route(a, b).links:
-                loads[bundle] = loads.get(bundle, 0.0) + share
+            for bundle, share in route(a, b).links:
+                loads[bundle] = get(bundle, 0.0) + share
         return tuple(sorted(loads.items()))
 
     def _achievable(self, links: Links) -> float:
