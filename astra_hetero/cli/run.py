@@ -19,6 +19,7 @@ from astra_hetero.cli.options import (
 )
 from astra_hetero.errors import RunDirError
 from astra_hetero.pipeline import TIMELINE_MODES, execute, run_spec
+from astra_hetero.rundir import shared_reads
 
 if TYPE_CHECKING:
     from astra_hetero.results.model import RunResult
@@ -147,8 +148,9 @@ def run(args: argparse.Namespace) -> int:
     from astra_hetero.results.jobs_report import render_run_summary
 
     args.quiet = args.quiet or args.json  # stdout carries the JSON document alone
-    run_dir, result = simulate(args)
-    facts = read_facts(run_dir)
+    with shared_reads():  # manifest.json parsed once for the engine, the result and the summary
+        run_dir, result = simulate(args)
+        facts = read_facts(run_dir)
     trace = None if args.timeline == "none" else run_dir / "trace.json"
     if args.json:
         from astra_hetero.results.document import run_document

@@ -153,17 +153,18 @@ def cell_estimates(
 ) -> Iterator[tuple[int, int, Device, MemoryEstimate]]:
     """(stage, replica, the cell's first device, its estimate) for every pipeline cell: a cell's TP
     ranks share one node group, so one device stands for them all."""
+    known: dict[tuple, MemoryEstimate] = {}  # `estimate` is a function of its arguments: replicas share it
     for stage in range(spec.parallelism.pp):
+        chunk_layers = partition.layers_per_chunk[stage]
         for replica in range(spec.parallelism.dp):
             device = layout.devices[layout.rank_of(stage, replica, 0)]
-            need = estimate(
-                spec,
-                stage,
-                partition.layers_per_stage[stage],
-                partition.micro_batches_per_replica[replica],
-                partition.layers_per_chunk[stage],
-                hosts_of(device.rank),
-            )
+            hosts = hosts_of(device.rank)
+            count = partition.micro_batches_per_replica[replica]
+            key = (stage, count, tuple(chunk_layers) if chunk_layers is not None else None, hosts)
+            need = known.get(key)
+            if need is None:
+                layers = partition.layers_per_stage[stage]
+                need = known[key] = estimate(spec, stage, layers, count, chunk_layers, hosts)
             yield stage, replica, device, need
 
 

@@ -149,7 +149,12 @@ def _link_classes(
     for number, phases in enumerate(sums):
         for phase, summed in enumerate(phases):
             for link, total in summed.items():
-                signature.setdefault(link, []).append((number, phase, round(total, _DIGITS)))
+                entry = (number, phase, round(total, _DIGITS))
+                found = signature.get(link)
+                if found is None:
+                    signature[link] = [entry]
+                else:
+                    found.append(entry)
     index: dict[tuple, int] = {}
     return {
         link: index.setdefault(
@@ -187,9 +192,10 @@ def _refine_by_paths(flow_classes: list[_FlowClass], link_class: dict[int, int])
 
 def _summed(fc: _FlowClass, phase: int) -> dict[int, float]:
     total: dict[int, float] = {}
+    get = total.get
     for plan in fc.plans:
         for link, weight in plan[phase].links:
-            total[link] = total.get(link, 0.0) + weight
+            total[link] = get(link, 0.0) + weight
     return total
 
 
@@ -202,9 +208,10 @@ def _instance_splits(flow_classes: list[_FlowClass], link_class: dict[int, int])
 
 def _phase_key(phase: PhasePlan, link_class: dict[int, int]) -> tuple:
     per_class: dict[int, float] = {}
+    get = per_class.get
     for link, weight in phase.links:
         c = link_class[link]
-        per_class[c] = per_class.get(c, 0.0) + weight
+        per_class[c] = get(c, 0.0) + weight
     loads = tuple(sorted((c, round(w, _DIGITS)) for c, w in per_class.items()))
     return (loads, round(phase.bytes_fraction, 12), phase.latency_ns, round(phase.memory_ns_per_byte, 15))
 

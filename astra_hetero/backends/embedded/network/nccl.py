@@ -17,7 +17,6 @@ time: NCCL's achievable bandwidths include them.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +40,9 @@ class NcclCommPlanner:
         self.router, self.machines, self.comm = router, machines, comm
         self.c = nccl_constants()
         self._efficiency, self._kinds = self._bundle_facts()
+        latency = {kind: self._class(kind) for kind in set(self._kinds)}
+        self._latency_classes = [latency[kind] for kind in self._kinds]  # per bundle
+        self._p2p: dict[tuple[str, float, float, float], tuning.Choice] = {}  # p2p_choice's, by its inputs
         self._facts: dict[tuple[int, ...], _Facts] = {}
         self._plans: dict[tuple[Any, ...], tuple[PhasePlan, ...]] = {}
         self._choices: dict[tuple[Any, ...], tuple[str, str]] = {}  # same keys: (algorithm, protocol)
@@ -98,8 +100,10 @@ class NcclCommPlanner:
             latency_us, time_us = choice.latency_us, choice.time_us(total)
             chosen = (choice.algorithm, choice.protocol)
         self._count(kind, facts, total, *chosen)
-        phase = self._phase(facts.ring_links, size, latency_us, time_us - latency_us)
-        return (dataclasses.replace(phase, paths=self._paths(facts.pairs)),), chosen
+        phase = self._phase(
+            facts.ring_links, size, latency_us, time_us - latency_us, self._paths(facts.pairs)
+        )
+        return (phase,), chosen
 
     def _analyse(self, members: tuple[int, ...]) -> _Facts:
         by_machine: dict[int, list[int]] = {}
@@ -155,18 +159,22 @@ class NcclCommPlanner:
             latency_us = min(table.table.times_us[0] * ratio, time_us)
             algorithm, protocol = "nccl-tests", table.path
         else:
-            classes = {self._class(self._kinds[bundle]) for route in routes for bundle, _ in route.links}
+            latency_of = self._latency_classes
+            classes = {latency_of[bundle] for route in routes for bundle, _ in route.links}
             latency_class = (
                 "net" if num_nodes > 1 else max(classes, key=_CLASS_ORDER.__getitem__, default="nvlink")
             )
             floor_us = max(route.latency_ns for route in routes) / 1000
-            choice = tuning.p2p_choice(self.c, latency_class, self._achievable(links), per_pair, floor_us)
+            facts = (latency_class, self._achievable(links), per_pair, floor_us)
+            choice = self._p2p.get(facts)
+            if choice is None:  # the same for every pipeline neighbour across replicas: chosen once
+                choice = self._p2p[facts] = tuning.p2p_choice(self.c, *facts)
             latency_us, time_us = choice.latency_us, choice.time_us(per_pair)
             algorithm, protocol = "p2p", choice.protocol
         key = (kind, len(ranks), num_nodes, size, algorithm, protocol)
         self.chosen[key] = self.chosen.get(key, 0) + 1
-        phase = self._phase(links, size, latency_us, time_us - latency_us)
-        return (dataclasses.replace(phase, paths=self._paths(pairs)),), (algorithm, protocol)
+        paths = tuple(route.links for route in routes if route.links)  # `_paths`, routes at hand
+        return (self._phase(links, size, latency_us, time_us - latency_us, paths),), (algorithm, protocol)
 
     # --- helpers ------------------------------------------------------------------------------------
     def _groups(self, ranks) -> frozenset[str]:
@@ -185,24 +193,28 @@ class NcclCommPlanner:
         key = (kind, t.num_ranks, t.num_nodes, int(total), algorithm, protocol)
         self.chosen[key] = self.chosen.get(key, 0) + 1
 
-    def _phase(self, links: Links, size: int, latency_us: float, transfer_us: float) -> PhasePlan:
+    def _phase(
+        self, links: Links, size: int, latency_us: float, transfer_us: float, paths: tuple[Links, ...] = ()
+    ) -> PhasePlan:
         """One phase that, alone on its links, takes latency + transfer: its bytes are scaled to
-        `size` × (rate alone on the links) × transfer time / size."""
+        `size` × (rate alone on the links) × transfer time / size; `paths`: `PhasePlan.paths`."""
         raw = solo_rate(links, self.router.bundle_bytes_per_ns) if links else 0.0
         transfer_ns = max(0.0, transfer_us * 1000.0)
         if size > 0 and links:
-            return PhasePlan(links, raw * transfer_ns / size, round(latency_us * 1000.0), raw)
-        return PhasePlan((), 0.0, round((latency_us * 1000.0) + transfer_ns), raw)
+            return PhasePlan(links, raw * transfer_ns / size, round(latency_us * 1000.0), raw, paths=paths)
+        return PhasePlan((), 0.0, round((latency_us * 1000.0) + transfer_ns), raw, paths=paths)
 
     def _paths(self, pairs) -> tuple[Links, ...]:
         """Each transfer's route, for the DCQCN fluid model (`PhasePlan.paths`)."""
-        return tuple(tuple(self.router.route(a, b).links) for a, b in pairs if self.router.route(a, b).links)
+        routes = (self.router.route(a, b) for a, b in pairs)
+        return tuple(route.links for route in routes if route.links)
 
     def _links(self, pairs) -> Links:
         loads: dict[int, float] = {}
+        route, get = self.router.route, loads.get
         for a, b in pairs:
-            for bundle, share in self.router.route(a, b).links:
-                loads[bundle] = loads.get(bundle, 0.0) + share
+            for bundle, share in route(a, b).links:
+                loads[bundle] = get(bundle, 0.0) + share
         return tuple(sorted(loads.items()))
 
     def _achievable(self, links: Links) -> float:
@@ -220,12 +232,23 @@ class NcclCommPlanner:
         rank_of = {node: rank for rank, node in enumerate(topo.npus[: len(self.machines)])}
         efficiency = [1.0] * len(self.router.bundle_bytes_per_ns)
         kinds = [""] * len(efficiency)
+        fraction: dict[tuple[str, str | None], float] = {}  # (kind, architecture) -> efficiency
+        link_kinds, architectures, src, dst = (
+            self.comm.link_kinds,
+            self.comm.architectures,
+            topo.link_src,
+            topo.link_dst,
+        )
         for link in range(topo.num_links):
-            kind = self.comm.link_kinds[link // 2]
-            gpu = rank_of.get(topo.link_src[link], rank_of.get(topo.link_dst[link]))
-            arch = self.comm.architectures[gpu] if gpu is not None else None
+            kind = link_kinds[link // 2]
+            gpu = rank_of.get(src[link], rank_of.get(dst[link]))
+            arch = architectures[gpu] if gpu is not None else None
             bundle = bundle_of[link]
-            efficiency[bundle] = min(efficiency[bundle], self.c.link_kind(kind).efficiency_for(arch))
+            value = fraction.get((kind, arch))
+            if value is None:
+                value = fraction[(kind, arch)] = self.c.link_kind(kind).efficiency_for(arch)
+            if value < efficiency[bundle]:
+                efficiency[bundle] = value
             kinds[bundle] = kind
         return efficiency, kinds
 

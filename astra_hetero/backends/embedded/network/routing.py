@@ -54,6 +54,8 @@ class Router:
         self._peel()
         self._core_distances: dict[int, np.ndarray] = {}
         self._routes: dict[tuple[int, int], Route] = {}
+        self._switch_edges: dict[int, list[Edge]] = {}  # see `_exits`
+        self._core_rows: dict[int, list[int]] = {}  # `_core_distance` as lists, for scalar lookups
 
     def route(self, src_rank: int, dst_rank: int) -> Route:
         key = (src_rank, dst_rank)
@@ -159,7 +161,10 @@ class Router:
             return self._tree_distance(a, b)
         if anchor_a not in self._core_index or anchor_b not in self._core_index:
             return _FAR
-        core = int(self._core_distance(anchor_b)[self._core_index[anchor_a]])
+        row = self._core_rows.get(anchor_b)
+        if row is None:
+            row = self._core_rows[anchor_b] = self._core_distance(anchor_b).tolist()
+        core = row[self._core_index[anchor_a]]
         return _FAR if core >= _FAR else self._depth[a] + core + self._depth[b]
 
     def _tree_distance(self, a: int, b: int) -> int:
@@ -182,20 +187,22 @@ class Router:
     def _tree_route(self, src_node: int, dst_node: int) -> Route | None:
         """The route when a single shortest path runs up one tree and down again (the common case:
         GPU, NIC, leaf, spines, leaf, NIC, GPU); None when anything else may be on a shortest path."""
-        is_switch, anchor = self.topo.is_switch, self._anchor
+        anchor = self._anchor
+        if dst_node in self._edge_to[src_node]:
+            return None
         best, choice = _FAR, None
-        for s in (e for e in self._edges[src_node] if is_switch[e[0]]):
-            for t in (e for e in self._edges[dst_node] if is_switch[e[0]]):
-                d = self._switch_distance(s[0], t[0])
+        distance = self._switch_distance
+        dst_exits = self._exits(dst_node)
+        for s in self._exits(src_node):
+            for t in dst_exits:
+                d = distance(s[0], t[0])
                 if d < best:
                     best, choice = d, (s, t)
                 elif d == best:
                     choice = None  # equal-cost alternatives: split them in the walk
         if (
-            choice is None
-            or anchor[choice[0][0]] != anchor[choice[1][0]]  # through the core: maybe several paths
-            or any(e[0] == dst_node for e in self._edges[src_node])
-        ):
+            choice is None or anchor[choice[0][0]] != anchor[choice[1][0]]
+        ):  # through the core: maybe several paths
             return None
         first, last = choice
         up, down = self._tree_path(first[0], last[0])
@@ -205,6 +212,14 @@ class Router:
         for edge in hops:
             links[edge[1]] = links.get(edge[1], 0.0) + 1.0
         return Route(tuple(sorted(links.items())), sum(edge[3] for edge in hops))
+
+    def _exits(self, node: int) -> list[Edge]:
+        """The edges from `node` to switches, in `_edges` order."""
+        exits = self._switch_edges.get(node)
+        if exits is None:
+            is_switch = self.topo.is_switch
+            exits = self._switch_edges[node] = [e for e in self._edges[node] if is_switch[e[0]]]
+        return exits
 
     def _tree_path(self, a: int, b: int) -> tuple[list[Edge], list[Edge]]:
         """Edges from switch `a` up to the lowest common ancestor, and from there down to `b`."""
