@@ -32,6 +32,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,8 +90,11 @@ class RunDir:
         return read_json_object(self.manifest_path, "run `astra-hetero generate` first")
 
 
-# Within `shared_reads()`: (device, inode, size, mtime) of a file -> the object parsed from it.
-_shared: dict[tuple[int, int, int, int], dict[str, Any]] | None = None
+# Within `shared_reads()`: (device, inode, size, mtime) of a file -> the object parsed from it. A
+# context variable, not a module global: each thread or task sees only the block it runs in.
+_SHARED: ContextVar[dict[tuple[int, int, int, int], dict[str, Any]] | None] = ContextVar(
+    "astra_hetero_shared_reads", default=None
+)
 
 
 @contextmanager
@@ -100,29 +104,28 @@ def shared_reads() -> Iterator[None]:
     three): at 131,072 GPUs manifest.json is 44 MB and its readers (the engine, the result's
     throughput, the summary) would parse it again each. Callers inside must not change what they
     are given; code that edits a manifest (the importer) runs outside such a block."""
-    global _shared
-    outer = _shared
-    _shared = {} if outer is None else outer
+    token = _SHARED.set(_SHARED.get() if _SHARED.get() is not None else {})
     try:
         yield
     finally:
-        _shared = outer
+        _SHARED.reset(token)
 
 
 def read_json_object(path: Path, if_missing: str) -> dict[str, Any]:
     """A run-directory JSON file that must hold an object; RunDirError naming the file otherwise."""
     if not path.is_file():
         raise RunDirError(f"{path}: missing ({if_missing})")
-    if _shared is None or path.name != MANIFEST:
+    shared = _SHARED.get()
+    if shared is None or path.name != MANIFEST:
         return _parse_json_object(path)
     try:
         stat = path.stat()
     except OSError:
         return _parse_json_object(path)
     key = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
-    data = _shared.get(key)
+    data = shared.get(key)
     if data is None:
-        data = _shared[key] = _parse_json_object(path)
+        data = shared[key] = _parse_json_object(path)
     return data
 
 
