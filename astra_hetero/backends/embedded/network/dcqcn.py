@@ -499,16 +499,9 @@ class DcqcnNetwork:
     def _pfc(self) -> dict[_Sub, float]:
         """Links whose queue is at the pause threshold and still filling hold their senders back to
         what they drain; each pause that starts is counted."""
-        links, capacity, queue, users, arrival = (
-            self.links,
-            self.capacity,
-            self.queue,
-            self.users,
-            self.arrival,
-        )
+        capacity, queue, users, arrival = self.capacity, self.queue, self.users, self.arrival
         throttle: dict[_Sub, float] = {}
         for link in self._used_queues:
-            spec = links[link]
             full = queue[link] >= self.pfc_at[link] * (1 - 1e-6)
             if full and arrival[link] > capacity[link] * (1 + _EPS):
                 if not self.paused[link]:
