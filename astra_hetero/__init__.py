@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from astra_hetero.version import __version__
 
 _API = ("load_spec", "simulate", "plan", "Result", "Plan")
 __all__ = ["__version__", *_API]

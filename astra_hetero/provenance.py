@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from astra_hetero import __version__, rundir
+from astra_hetero import rundir
+from astra_hetero.version import __version__
 
 COMMIT_ENV = "ASTRA_HETERO_COMMIT"
 # Set by docker/astra-sim.Dockerfile: "component=commit" pairs of the ASTRA-sim build in the image.

@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     import argparse
     from importlib import import_module
 
-    from astra_hetero import __version__
+    from astra_hetero.version import __version__
 
     parser = argparse.ArgumentParser(
         prog="astra-hetero",

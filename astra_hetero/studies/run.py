@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from astra_hetero import __version__, rundir
+from astra_hetero import rundir
 from astra_hetero.backends.astrasim.partial import partial_path
 from astra_hetero.studies.plan import Study, StudyPoint
 from astra_hetero.sweep.plan import Sweep
 from astra_hetero.sweep.run import PointOutcome, run_local, run_on_ray
+from astra_hetero.version import __version__
 
 POINTS_DIR = "points"
 PLANS_DIR = "plans"  # the plan searches of `plan` transforms, shared by the points (planning.py)
