@@ -67,9 +67,10 @@ def format_rate_gbps(gbps: float) -> str:
 
 
 def parse_rate_to_gbps(text: str) -> float:
-    """Inverse of `format_rate_gbps`; accepts bps/Kbps/Mbps/Gbps/Tbps suffixes."""
+    """Inverse of `format_rate_gbps`; accepts bps/Kbps/Mbps/Gbps/Tbps suffixes and ns-3 `DataRate`'s
+    b/s spellings (`50Mb/s`, as config.txt writes RATE_AI)."""
     scales = {"tbps": 1e3, "gbps": 1.0, "mbps": 1e-3, "kbps": 1e-6, "bps": 1e-9}
-    low = text.strip().lower()
+    low = text.strip().lower().replace("b/s", "bps")
     for suffix, scale in scales.items():
         if low.endswith(suffix):
             return float(low[: -len(suffix)]) * scale

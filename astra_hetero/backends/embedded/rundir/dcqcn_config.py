@@ -10,24 +10,11 @@ A missing or malformed key is an error naming the file and the key.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from astra_hetero.errors import RunDirError
-
-_RATE_UNITS = {
-    "": 1.0,
-    "b/s": 1.0,
-    "bps": 1.0,
-    "kb/s": 1e3,
-    "kbps": 1e3,
-    "mb/s": 1e6,
-    "mbps": 1e6,
-    "gb/s": 1e9,
-    "gbps": 1e9,
-}
-_RATE = re.compile(r"^([0-9.eE+-]+)\s*([A-Za-z/]*)$")
+from astra_hetero.units import gbps_to_bytes_per_ns, parse_rate_to_gbps
 
 
 @dataclass(frozen=True)
@@ -92,17 +79,13 @@ def read_dcqcn_config(path: Path) -> DcqcnParams:
         return value
 
     def rate(key: str) -> float:
-        match = _RATE.match(get(key))
-        unit = match.group(2).lower() if match else None
-        if match is None or unit not in _RATE_UNITS:
-            raise RunDirError(f"{path}: {key} must be a rate such as 50Mb/s, not {values[key]!r}")
         try:
-            bits = float(match.group(1)) * _RATE_UNITS[unit]
+            gbps = parse_rate_to_gbps(get(key))
         except ValueError:
             raise RunDirError(f"{path}: {key} must be a rate such as 50Mb/s, not {values[key]!r}") from None
-        if bits < 0:
+        if gbps < 0:
             raise RunDirError(f"{path}: {key} must not be negative")
-        return bits / 8e9
+        return gbps_to_bytes_per_ns(gbps)
 
     if get("CC_MODE") != "1":
         raise RunDirError(
