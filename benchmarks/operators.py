@@ -44,11 +44,12 @@ def _memory_ops(r: dict[str, str]):
     d = h // heads
     gated = r["gated"] == "True"
     act = ("swiglu", 6) if gated else ("gelu", 4)
+    rope = (heads + kv) // tp * d
     return [
-        ("input_layernorm", "norm_attn", memory_op("norm_attn", t * h, 4)),
-        ("post_attention_layernorm", "norm_mlp", memory_op("norm_mlp", t * h, 4)),
-        ("mlp_act", act[0], memory_op(act[0], t * f // tp, act[1])),
-        ("attn_rope", "rope", memory_op("rope", t * (heads + kv) // tp * d, 4)),
+        ("input_layernorm", "norm_attn", memory_op("norm_attn", t * h, 4, row_elements=h)),
+        ("post_attention_layernorm", "norm_mlp", memory_op("norm_mlp", t * h, 4, row_elements=h)),
+        ("mlp_act", act[0], memory_op(act[0], t * f // tp, act[1], row_elements=f // tp)),
+        ("attn_rope", "rope", memory_op("rope", t * rope, 4, row_elements=rope)),
         ("add", "residual_mlp", memory_op("residual_mlp", t * h, 6)),
         ("emb", "embedding", memory_op("embedding", t * h, 4)),
     ]

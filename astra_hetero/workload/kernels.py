@@ -2,8 +2,13 @@
 architecture (`spec/catalog/kernels.yaml`, every figure with its source).
 
 A memory-bound operator whose name belongs to a kind, on an architecture the catalog measured, takes
-`kernels × fixed_us + bytes / (bandwidth_fraction × hbm_tbps × memory_efficiency)`; any other keeps the GPU's
-`memory_efficiency` and `kernel_overhead_us` (timing.py). Every GEMM on such an architecture pays the
+`kernels × fixed_us + max(bytes / rate, row chain)` (timing.py): `rate` is the kind's achieved
+bandwidth, a fraction of the GPU's streaming rate hbm_tbps × memory_efficiency — its L2 rate when the
+kernel's bytes fit the architecture's L2-resident size, its DRAM rate otherwise — and the row chain,
+for kinds that run one thread block per row, is the serial time of one block over its row
+(`row_us` per 1024 elements): a kernel cannot end before its longest block, which is what bounds a
+kernel of fewer rows than the GPU has SMs. Any other operator keeps the GPU's `memory_efficiency` and
+`kernel_overhead_us` (timing.py). Every GEMM on such an architecture pays the
 `gemm` kind's fixed cost and streams its operands, when memory-bound, at its rate (gemm.py).
 A calibration (`profile`) table overrides all of it.
 """
@@ -40,12 +45,32 @@ KIND_OF = {
     "moe_unpermute_scale": "elementwise",
 }
 KINDS = ("norm", "activation", "rope", "elementwise", "embedding", "gemm")
+ARCHITECTURE_KEYS = ("l2_resident_mib",)
+# elements of a row one thread block walks per step: vLLM's row kernels (rms_norm, act_and_mul,
+# rotary_embedding) launch one block of min(row, 1024) threads per token (csrc/layernorm_kernels.cu,
+# csrc/activation_kernels.cu; rotary: 512 threads over element pairs, the same 1024 elements a step)
+ROW_STEP_ELEMENTS = 1024
 
 
 @dataclass(frozen=True)
 class KernelKind:
     bandwidth_fraction: float | None  # of the GPU's streaming rate (hbm × memory_efficiency); None: 1
     fixed_us: float
+    l2_bandwidth_fraction: float | None = None  # the same, bytes within l2_resident_mib; None: as DRAM
+    row_us: float | None = None  # one block's time per ROW_STEP_ELEMENTS of its row; None: no floor
+    l2_resident_mib: float = 0.0  # the architecture's: largest working set that stays in L2
+
+    def bandwidth_fraction_at(self, nbytes: float) -> float:
+        """Achieved fraction of the streaming rate for a kernel moving `nbytes`."""
+        if self.l2_bandwidth_fraction is not None and nbytes <= self.l2_resident_mib * 2**20:
+            return self.l2_bandwidth_fraction
+        return self.bandwidth_fraction or 1.0
+
+    def row_chain_us(self, row_elements: int) -> float:
+        """Serial time of one thread block over a row of `row_elements` (0 without a row model)."""
+        if self.row_us is None or row_elements <= 0:
+            return 0.0
+        return -(-row_elements // ROW_STEP_ELEMENTS) * self.row_us
 
 
 @cache
@@ -54,18 +79,28 @@ def kernel_catalog() -> dict[str, dict[str, KernelKind]]:
     text = resources.files("astra_hetero.spec").joinpath("catalog/kernels.yaml").read_text()
     catalog: dict[str, dict[str, KernelKind]] = {}
     for architecture, kinds in yaml.safe_load(text).items():
-        unknown = sorted(set(kinds) - set(KINDS))
+        unknown = sorted(set(kinds) - set(KINDS) - set(ARCHITECTURE_KEYS))
         if unknown:
             raise ValueError(
                 f"kernels.yaml: {architecture}: unknown kinds {unknown}; known: {', '.join(KINDS)}"
             )
+        l2_mib = float(kinds.get("l2_resident_mib", 0.0))
         catalog[architecture] = {
             kind: KernelKind(
-                float(k["bandwidth_fraction"]) if "bandwidth_fraction" in k else None, float(k["fixed_us"])
+                _optional(k, "bandwidth_fraction"),
+                float(k["fixed_us"]),
+                _optional(k, "l2_bandwidth_fraction"),
+                _optional(k, "row_us"),
+                l2_mib,
             )
             for kind, k in kinds.items()
+            if kind in KINDS
         }
     return catalog
+
+
+def _optional(record: dict, key: str) -> float | None:
+    return float(record[key]) if key in record else None
 
 
 def kernel_kind(architecture: str, op_name: str) -> KernelKind | None:

@@ -67,6 +67,7 @@ class Op:
     random: bool = False  # draws a Philox random number per element (dropout masks): see timing.py
     fmt: str = "bf16"  # fused attention: the matmul format whose rate it runs at
     attention_kernel: str = "cudnn"  # fused attention: the kernel (compute.attention_kernel)
+    row_elements: int = 0  # memory-bound, one thread block per row: elements per row (0: not row-wise)
 
 
 @dataclass(frozen=True)
@@ -139,8 +140,17 @@ def memory_op(
     kernels: int = 1,
     flops: float = 0.0,
     random: bool = False,
+    row_elements: int = 0,
 ) -> Op:
-    return Op(name, flops * elements, bytes_per_element * elements, "memory", kernels=kernels, random=random)
+    return Op(
+        name,
+        flops * elements,
+        bytes_per_element * elements,
+        "memory",
+        kernels=kernels,
+        random=random,
+        row_elements=row_elements,
+    )
 
 
 def linear_forward(name: str, tokens: int, d_in: int, d_out: int, dt: Dtypes = BF16) -> Op:

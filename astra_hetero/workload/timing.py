@@ -116,14 +116,15 @@ class OperatorModel:
             rate = self._peak_flops_per_ns * efficiency * scale
             return op.kernels * self.rates.kernel_ns + max(op.flops / rate, memory_ns)
         kernel_ns = self.rates.kernel_ns
+        chain_ns = 0.0
         measured = kernel_kind(self.gpu.architecture, op.name)
         if measured is not None:
             kernel_ns = measured.fixed_us * 1e3
-            if measured.bandwidth_fraction is not None:
-                memory_ns = op.bytes / (self.rates.bytes_per_ns * measured.bandwidth_fraction)
+            memory_ns = op.bytes / (self.rates.bytes_per_ns * measured.bandwidth_fraction_at(op.bytes))
+            chain_ns = measured.row_chain_us(op.row_elements) * 1e3
         if op.random:
             memory_ns /= DROPOUT_BANDWIDTH_FRACTION
-        return op.kernels * kernel_ns + memory_ns
+        return op.kernels * kernel_ns + max(memory_ns, chain_ns)
 
 
 class DeviceCostModel:

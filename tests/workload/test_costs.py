@@ -188,8 +188,8 @@ def test_a_measured_kernel_kind_takes_its_own_bandwidth_and_fixed_cost(preset):
     model = OperatorModel(gpu)
     norm = ops(layer_forward(X))[0]
     measured = kernel_kind(gpu.architecture, norm.name)
-    assert measured is not None and measured.bandwidth_fraction < 1
-    rate = gpu.effective_bytes_per_ns * measured.bandwidth_fraction
+    assert measured is not None and measured.bandwidth_fraction_at(norm.bytes) < 1
+    rate = gpu.effective_bytes_per_ns * measured.bandwidth_fraction_at(norm.bytes)
     assert model.time_ns(norm) == pytest.approx(norm.kernels * measured.fixed_us * 1e3 + norm.bytes / rate)
     # the measured kinds are slower than streaming at the datasheet-derived rate
     assert model.time_ns(norm) > norm.bytes / gpu.effective_bytes_per_ns
@@ -270,6 +270,7 @@ def test_dropout_kernels_run_at_pytorchs_measured_philox_rate():
         op = forward[name]
         measured = kernel_kind("ampere", name)  # residual adds: the catalog's fixed cost, streaming rate
         kernel_ns = measured.fixed_us * 1e3 if measured else model.rates.kernel_ns
-        expected = op.kernels * kernel_ns + op.bytes / (bandwidth * DROPOUT_BANDWIDTH_FRACTION)
+        fraction = measured.bandwidth_fraction_at(op.bytes) if measured else 1.0
+        expected = op.kernels * kernel_ns + op.bytes / (bandwidth * fraction * DROPOUT_BANDWIDTH_FRACTION)
         assert model.time_ns(op) == pytest.approx(expected)
     assert DROPOUT_BANDWIDTH_FRACTION == pytest.approx(952.7 / 1326.9)

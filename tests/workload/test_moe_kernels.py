@@ -112,7 +112,8 @@ def test_permutation_is_timed_as_the_catalogs_row_gather_kernels():
     permute = op(forward, "moe_permute")
     gather = kernel_kind("hopper", "embedding")
     model = OperatorModel(H100)
-    expected = gather.fixed_us * 1e3 + permute.bytes / (model.rates.bytes_per_ns * gather.bandwidth_fraction)
+    rate = model.rates.bytes_per_ns * gather.bandwidth_fraction_at(permute.bytes)
+    expected = gather.fixed_us * 1e3 + permute.bytes / rate
     assert model.time_ns(permute) == pytest.approx(expected)
 
 
