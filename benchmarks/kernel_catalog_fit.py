@@ -50,6 +50,7 @@ STREAM = [0.0]  # bytes per microsecond of the GPU being fitted
 
 def fit(samples, l2_bytes: float, row: bool, fixed: float | None = None) -> tuple[dict[str, float], float]:
     params = {"fixed": 2.0 if fixed is None else fixed, "dram": 0.6, "l2": 0.8, "row": 0.0}
+    # (the grid search below keeps l2 >= dram: L2-resident data is never slower than DRAM's)
     best = _error(params, samples, l2_bytes)
     for _ in range(20):
         changed = False
@@ -58,6 +59,8 @@ def fit(samples, l2_bytes: float, row: bool, fixed: float | None = None) -> tupl
                 continue
             for value in grid:
                 trial = dict(params, **{name: value})
+                if trial["l2"] < trial["dram"]:  # data found in L2 is never slower than from DRAM
+                    continue
                 error = _error(trial, samples, l2_bytes)
                 if error < best - 1e-12:
                     best, params, changed = error, trial, True

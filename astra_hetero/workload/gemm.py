@@ -12,7 +12,13 @@ so a GEMM that fills whole waves of whole tiles reaches that rate and anything e
   - every kernel pays a fixed launch/latency cost.
 The library is assumed to pick the fastest of these options for each shape, as cuBLAS's heuristics aim
 to. The tiles are the large ones the guide lists as the most efficient (256×128, 128×256, 128×128);
-smaller tiles trade efficiency per SM for fewer idle SMs, which split-K stands in for here.
+smaller tiles trade efficiency per SM for fewer idle SMs, which split-K stands in for here — except
+for a GEMM of at most SMALL_M rows (few tokens: decoding, a small micro-batch, a lightly loaded
+expert), where a 128- or 256-row tile would spend all but M of its rows on padding: such a GEMM also
+has the guide's 64-row tiles (64×128, 64×64), as cuBLAS runs skinny problems with short tiles. Without
+them a one-token GEMM of a small weight matrix (Llama-2-7B's 4096×512 output projection at TP 8)
+was charged a 256-row tile's compute, 11.6 µs where it measures 6-7 µs on an A100 (Vidur's tables,
+benchmarks/operators.py); with them it is bound, as measured, by streaming its weights.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from dataclasses import dataclass
 from astra_hetero.workload.ops import BYTES_FP32, Gemm
 
 TILES = ((256, 128), (128, 256), (128, 128))
+SMALL_M = 64  # the guide's smallest tile height
+SMALL_M_TILES = ((64, 128), (64, 64))
 MAX_SPLIT_K = 16
 MIN_K_PER_SPLIT = 128  # two 64-deep main-loop stages; shallower splits are all prologue and epilogue
 
@@ -43,7 +51,7 @@ def gemm_time_ns(g: Gemm, rates: DeviceRates) -> float:
         return rates.kernel_ns + max(g.flops / rates.matmul_flops_per_ns, g.bytes / rates.bytes_per_ns)
     per_sm = rates.matmul_flops_per_ns / rates.num_sms
     best = math.inf
-    for tile_m, tile_n in TILES:
+    for tile_m, tile_n in TILES + (SMALL_M_TILES if g.m <= SMALL_M else ()):
         tiles = math.ceil(g.m / tile_m) * math.ceil(g.n / tile_n) * g.batch
         for split in range(1, MAX_SPLIT_K + 1):
             depth = math.ceil(g.k / split)

@@ -15,6 +15,7 @@ A calibration (`profile`) table overrides all of it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -85,6 +86,12 @@ def kernel_catalog() -> dict[str, dict[str, KernelKind]]:
                 f"kernels.yaml: {architecture}: unknown kinds {unknown}; known: {', '.join(KINDS)}"
             )
         l2_mib = float(kinds.get("l2_resident_mib", 0.0))
+        for kind, k in kinds.items():
+            if kind in KINDS and k.get("l2_bandwidth_fraction", math.inf) < k.get("bandwidth_fraction", 1.0):
+                raise ValueError(
+                    f"kernels.yaml: {architecture}.{kind}: l2_bandwidth_fraction below bandwidth_fraction "
+                    "(data found in L2 is never slower than from DRAM)"
+                )
         catalog[architecture] = {
             kind: KernelKind(
                 _optional(k, "bandwidth_fraction"),

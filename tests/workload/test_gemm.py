@@ -4,6 +4,7 @@ and the quantization effects the model claims, in closed form."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from astra_hetero.spec.schema import GpuSpec
 from astra_hetero.workload.gemm import DeviceRates, gemm_efficiency, gemm_time_ns
 from astra_hetero.workload.ops import Gemm
-from astra_hetero.workload.timing import device_rates
+from astra_hetero.workload.timing import OperatorModel, device_rates
 
 GPUS = ["a100-80", "h100-sxm", "mi300x", "l40s"]
 
@@ -102,3 +103,32 @@ def test_compute_multiplier_scales_the_rate_not_the_fixed_cost():
     g = Gemm(8192, 8192, 8192)
     assert gemm_time_ns(g, slow) == pytest.approx(2 * gemm_time_ns(g, fast), rel=1e-3)
     assert math.isclose(slow.kernel_ns, fast.kernel_ns)
+
+
+def test_a_gemm_of_few_rows_runs_short_tiles_instead_of_padding_a_tall_one():
+    """M ≤ 64 also has the guide's 64-row tiles: a one-row GEMM pays a 64×64 tile, not a 128×128 one."""
+    r = DeviceRates(matmul_flops_per_ns=108e3, bytes_per_ns=1e12, num_sms=108, kernel_ns=0.0)
+    assert gemm_time_ns(Gemm(1, 128, 128), r) == pytest.approx(2 * 64 * 64 * 128 / 1e3)  # two 64×64 tiles
+    assert gemm_time_ns(Gemm(64, 128, 128), r) == pytest.approx(2 * 64 * 64 * 128 / 1e3)
+    assert gemm_time_ns(Gemm(65, 128, 128), r) == pytest.approx(2 * 128 * 128 * 128 / 1e3)  # tall tiles only
+
+
+@pytest.mark.parametrize("preset", ["a100-80", "h100-sxm"])
+def test_a_one_token_gemm_takes_its_fixed_cost_plus_streaming_its_weights(preset):
+    r = OperatorModel(GpuSpec.model_validate({"preset": preset})).rates_for("bf16")
+    g = Gemm(1, 8192, 8192)  # a 128 MiB weight matrix read once for one token
+    weights = g.k * g.n * g.operand_bytes
+    assert gemm_time_ns(g, r) >= r.kernel_ns + weights / r.bytes_per_ns
+    assert gemm_time_ns(g, r) == pytest.approx(r.kernel_ns + g.bytes / r.bytes_per_ns)
+
+
+@pytest.mark.parametrize("preset", ["a100-80", "h100-sxm"])
+def test_time_never_falls_as_rows_or_columns_grow(preset):
+    """Monotone in M and N (in K, split-K's whole-split choices may shave a few percent off K + 1)."""
+    r = OperatorModel(GpuSpec.model_validate({"preset": preset})).rates_for("bf16")
+    for g in random_shapes(300, seed=7):
+        time = gemm_time_ns(g, r)
+        assert gemm_time_ns(replace(g, m=g.m + 1), r) >= time
+        assert gemm_time_ns(replace(g, n=g.n + 1), r) >= time
+    rows = [gemm_time_ns(Gemm(m, 4096, 4096), r) for m in range(1, 300)]
+    assert rows == sorted(rows)

@@ -1,0 +1,84 @@
+"""Memory-bound kernels of a measured kind (spec/catalog/kernels.yaml): the fixed cost is always paid,
+a working set within L2 runs at the kind's L2 rate and a larger one at its DRAM rate, and a kernel of
+few rows is bound by one thread block's serial walk over its row — each in closed form."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from astra_hetero.spec.schema import GpuSpec
+from astra_hetero.workload.kernels import KINDS, ROW_STEP_ELEMENTS, kernel_catalog, kernel_kind
+from astra_hetero.workload.ops import memory_op
+from astra_hetero.workload.timing import OperatorModel
+
+PRESETS = ["a100-80", "h100-sxm"]
+DATASHEET_L2_MIB = {"ampere": 40, "hopper": 50}  # NVIDIA A100 / H100 white papers
+
+
+def model(preset: str) -> OperatorModel:
+    return OperatorModel(GpuSpec.model_validate({"preset": preset}))
+
+
+def test_the_catalog_holds_positive_rates_and_an_l2_size_within_the_datasheets():
+    for architecture, kinds in kernel_catalog().items():
+        assert set(kinds) <= set(KINDS)
+        for kind in kinds.values():
+            assert kind.fixed_us > 0
+            assert kind.bandwidth_fraction_at(1.0) > 0 and kind.bandwidth_fraction_at(1e12) > 0
+            assert 0 < kind.l2_resident_mib <= DATASHEET_L2_MIB[architecture]
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("name", ["norm_attn", "swiglu", "rope", "residual_mlp", "embedding"])
+def test_a_tiny_kernel_takes_at_least_its_kinds_fixed_cost(preset, name):
+    m = model(preset)
+    kind = kernel_kind(m.gpu.architecture, name)
+    tiny = memory_op(name, 64, 4)
+    assert m.time_ns(tiny) >= kind.fixed_us * 1e3
+    assert m.time_ns(tiny) < kind.fixed_us * 1e3 + 1e3  # and little more: 256 bytes
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_working_sets_within_l2_run_at_the_l2_rate_and_larger_ones_at_the_dram_rate(preset):
+    m = model(preset)
+    kind = kernel_kind(m.gpu.architecture, "norm_attn")
+    stream = m.gpu.effective_bytes_per_ns
+    edge = kind.l2_resident_mib * 2**20
+    for nbytes, fraction in ((edge, kind.l2_bandwidth_fraction), (4 * edge, kind.bandwidth_fraction)):
+        op = memory_op("norm_attn", nbytes / 4, 4)
+        assert m.time_ns(op) == pytest.approx(kind.fixed_us * 1e3 + nbytes / (stream * fraction))
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_a_one_row_kernel_is_bound_by_its_blocks_walk_over_the_row(preset):
+    """One token's SwiGLU over a 28672-wide FFN: 28 steps of one block, not 172 KB at full bandwidth."""
+    m = model(preset)
+    kind = kernel_kind(m.gpu.architecture, "swiglu")
+    row = 28672
+    op = memory_op("swiglu", row, 6, row_elements=row)
+    chain = math.ceil(row / ROW_STEP_ELEMENTS) * kind.row_us * 1e3
+    assert m.time_ns(op) == pytest.approx(kind.fixed_us * 1e3 + chain)
+    assert m.time_ns(op) > 3 * m.time_ns(memory_op("swiglu", row, 6))  # the same bytes without a row
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("name", ["norm_attn", "swiglu", "rope"])
+def test_time_never_falls_as_tokens_or_the_row_grow(preset, name):
+    m = model(preset)
+    for row in (512, 4096, 14336):
+        times = [
+            m.time_ns(memory_op(name, t * row, 4, row_elements=row)) for t in (1, 8, 32, 128, 1024, 8192)
+        ]
+        assert times == sorted(times)
+    rows = [m.time_ns(memory_op(name, 4 * row, 4, row_elements=row)) for row in range(256, 65536, 256)]
+    assert rows == sorted(rows)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("name", ["norm_attn", "swiglu", "rope", "residual_mlp", "embedding"])
+def test_leaving_l2_never_makes_a_kernel_faster(preset, name):
+    m = model(preset)
+    edge = kernel_kind(m.gpu.architecture, name).l2_resident_mib * 2**20
+    assert m.time_ns(memory_op(name, edge + 64, 1)) >= m.time_ns(memory_op(name, edge, 1))
