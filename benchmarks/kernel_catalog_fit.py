@@ -4,10 +4,10 @@ are the validation set of benchmarks/operators.py and are never read here.
 
 Per GPU and kernel kind the model is `fixed + max(bytes / rate(bytes), ceil(row / 1024) × row_us)` with
 rate = l2_fraction × streaming rate for bytes within the architecture's L2-resident size and
-dram_fraction × streaming rate above it (workload/kernels.py). Each figure is chosen on a grid, one at a
-time and repeated until nothing changes, to minimise the mean absolute relative error over the kind's
-calibration rows (the row kinds share the activation's fixed cost: see below); the L2-resident size
-is the candidate (MiB, up to the datasheet L2: A100 40, H100 50) with the least error over all kinds.
+dram_fraction × streaming rate above it (workload/kernels.py). The figures are chosen together,
+exhaustively on a grid, to minimise the mean absolute relative error over the kind's calibration rows
+(the row kinds share the activation's fixed cost: see below); the L2-resident size is the candidate
+(MiB, up to the datasheet L2: A100 40, H100 50) with the least error over all kinds.
 
     python benchmarks/kernel_catalog_fit.py [--calibration MODEL]
 """
@@ -18,6 +18,8 @@ import argparse
 import math
 import sys
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -36,37 +38,39 @@ GRIDS = {
 }
 
 
-def _error(params: dict[str, float], samples, l2_bytes: float) -> float:
-    total = 0.0
-    for nbytes, steps, measured in samples:
-        fraction = params["l2"] if nbytes <= l2_bytes else params["dram"]
-        time = params["fixed"] + max(nbytes / (fraction * STREAM[0]), steps * params["row"])
-        total += abs(time / measured - 1)
-    return total / len(samples)
-
-
 STREAM = [0.0]  # bytes per microsecond of the GPU being fitted
 
 
 def fit(samples, l2_bytes: float, row: bool, fixed: float | None = None) -> tuple[dict[str, float], float]:
-    params = {"fixed": 2.0 if fixed is None else fixed, "dram": 0.6, "l2": 0.8, "row": 0.0}
-    # (the grid search below keeps l2 >= dram: L2-resident data is never slower than DRAM's)
-    best = _error(params, samples, l2_bytes)
-    for _ in range(20):
-        changed = False
-        for name, grid in GRIDS.items():
-            if (name == "row" and not row) or (name == "fixed" and fixed is not None):
-                continue
-            for value in grid:
-                trial = dict(params, **{name: value})
-                if trial["l2"] < trial["dram"]:  # data found in L2 is never slower than from DRAM
-                    continue
-                error = _error(trial, samples, l2_bytes)
-                if error < best - 1e-12:
-                    best, params, changed = error, trial, True
-        if not changed:
-            break
-    return params, best
+    """Exhaustive over (fixed, row_us); for each, the L2 and DRAM rates are separable (each row is
+    one or the other by its bytes) and chosen exactly on their grids with l2 >= dram (data found in
+    L2 is never slower than from DRAM)."""
+    nbytes = np.array([b for b, _, _ in samples])
+    steps = np.array([s for _, s, _ in samples], dtype=float)
+    measured = np.array([m for _, _, m in samples])
+    in_l2 = nbytes <= l2_bytes
+    dram_grid, l2_grid = np.array(GRIDS["dram"]), np.array(GRIDS["l2"])
+    best: tuple[float, dict[str, float]] = (np.inf, {})
+    for f in GRIDS["fixed"] if fixed is None else [fixed]:
+        for r in GRIDS["row"] if row else [0.0]:
+            chain = steps * r
+
+            def errors(
+                grid: np.ndarray, mask: np.ndarray, f: float = f, chain: np.ndarray = chain
+            ) -> np.ndarray:
+                stream = nbytes[mask][None, :] / (grid[:, None] * STREAM[0])
+                time = f + np.maximum(stream, chain[mask][None, :])
+                return np.abs(time / measured[mask][None, :] - 1).sum(axis=1)
+
+            e_dram, e_l2 = errors(dram_grid, ~in_l2), errors(l2_grid, in_l2)
+            # for each DRAM rate, the best L2 rate at least as fast
+            for i, d in enumerate(dram_grid):
+                allowed = l2_grid >= d - 1e-12
+                j = int(np.argmin(np.where(allowed, e_l2, np.inf)))
+                total = (e_dram[i] + e_l2[j]) / len(samples)
+                if total < best[0] - 1e-12:
+                    best = (total, {"fixed": f, "dram": float(d), "l2": float(l2_grid[j]), "row": r})
+    return best[1], best[0]
 
 
 def main() -> None:

@@ -109,7 +109,9 @@ def test_overlap_changes_nothing_when_collectives_cost_nothing(tmp_path):
         data = tp_spec(overlap, collectives={"model": "ideal"})
         data["cluster"]["node_groups"][0].update(group)
         times.append(iteration_us(tmp_path, data))
-    assert times[1] == pytest.approx(times[0], rel=1e-3)
+    # the same within 0.2 %: the overlapped GEMMs run as SPLITS chunks, each a kernel the CPU
+    # launches, and with memory this fast the layer's short kernels are partly launch-bound
+    assert times[1] == pytest.approx(times[0], rel=2e-3)
 
 
 def test_overlap_needs_sequence_parallelism():
