@@ -43,14 +43,22 @@ def _memory_ops(r: dict[str, str]):
     heads, kv = int(r["heads"]), int(r["kv_heads"])
     d = h // heads
     gated = r["gated"] == "True"
-    act = ("swiglu", 6) if gated else ("gelu", 4)
     rope = (heads + kv) // tp * d
+    # Vidur's layer (vidur/profiling/mlp/mlp_impl.py): a gated MLP's activation is sarathi's (vLLM's)
+    # SiluAndMul, one thread block per token; a plain one is torch.nn.GELU, an element-wise kernel of
+    # many blocks (no row walk). A block without a post-attention norm (phi-2) adds attention output,
+    # MLP output and residual in one timed expression: two element-wise adds.
+    if gated:
+        act = memory_op("swiglu", t * f // tp, 6, row_elements=f // tp)
+    else:
+        act = memory_op("gelu", t * f // tp, 4)
+    adds = 1 if r["post_attention_layernorm"] else 2
     return [
         ("input_layernorm", "norm_attn", memory_op("norm_attn", t * h, 4, row_elements=h)),
         ("post_attention_layernorm", "norm_mlp", memory_op("norm_mlp", t * h, 4, row_elements=h)),
-        ("mlp_act", act[0], memory_op(act[0], t * f // tp, act[1], row_elements=f // tp)),
+        ("mlp_act", act.name, act),
         ("attn_rope", "rope", memory_op("rope", t * rope, 4, row_elements=rope)),
-        ("add", "residual_mlp", memory_op("residual_mlp", t * h, 6)),
+        ("add", "residual_mlp", memory_op("residual_mlp", adds * t * h, 6, kernels=adds)),
         ("emb", "embedding", memory_op("embedding", t * h, 4)),
     ]
 
