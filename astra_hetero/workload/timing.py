@@ -6,7 +6,9 @@ times where a calibration table has them.
 - Memory-bound kernels: bytes at achievable bandwidth plus the fixed cost per kernel; kernels that draw
   a random number per element (dropout masks, Philox) reach only DROPOUT_BANDWIDTH_FRACTION of it.
   Norms, activations, rotary embeddings, residual adds and embedding lookups take their kind's measured
-  bandwidth and fixed cost where the kernel catalog has the GPU's architecture (`kernels.py`).
+  bandwidth (its L2 rate for working sets that stay in L2, its DRAM rate above) and fixed cost where the
+  kernel catalog has the GPU's architecture, and an operator that names its row length
+  (`Op.row_elements`) is never faster than one thread block's walk over a row (`kernels.py`).
 - Fused attention: FLOPs at the GPU's fused-attention efficiency for the pass (catalog figures at long
   sequences), reduced at short sequences as s / (s + ATTENTION_HALF_SEQ) (see below), bounded below by
   its memory traffic, plus the fixed cost of its kernels.
