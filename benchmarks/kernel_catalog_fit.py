@@ -2,7 +2,8 @@
 calibration rows of benchmarks/data/operators/vidur_ops.csv — Llama-2-7B's only; the other models' rows
 are the validation set of benchmarks/operators.py and are never read here.
 
-Per GPU and kernel kind the model is `fixed + max(bytes / rate(bytes), ceil(row / 1024) × row_us)` with
+Per GPU and kernel kind the model is `fixed + max(bytes / rate(bytes), waves × ceil(row / 1024) × row_us)`
+(waves: of the row kernel's blocks, as many at once as the SMs hold) with
 rate = l2_fraction × streaming rate for bytes within the architecture's L2-resident size and
 dram_fraction × streaming rate above it (workload/kernels.py). The figures are chosen together,
 exhaustively on a grid, to minimise the mean absolute relative error over the kind's calibration rows
@@ -15,7 +16,6 @@ exhaustively on a grid, to minimise the mean absolute relative error over the ki
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from operators import GPUS, _memory_ops, _rows  # noqa: E402
 
 from astra_hetero.spec.schema import GpuSpec  # noqa: E402
-from astra_hetero.workload.kernels import KIND_OF, ROW_STEP_ELEMENTS  # noqa: E402
+from astra_hetero.workload.kernels import KIND_OF, KernelKind  # noqa: E402
 
 L2_CANDIDATES_MIB = {"a100": (8, 12, 16, 20, 24, 28, 32, 40), "h100": (8, 16, 20, 24, 28, 32, 40, 50)}
 ROW_KINDS = {"norm", "activation", "rope"}
@@ -86,7 +86,9 @@ def main() -> None:
                 continue
             for column, name, op in _memory_ops(r):
                 if r[column]:
-                    steps = math.ceil(op.row_elements / ROW_STEP_ELEMENTS)
+                    # the chain in units of row_us: steps per row times waves of blocks
+                    kind = KernelKind(None, 0.0, row_us=1.0)
+                    steps = kind.row_chain_us(op.row_elements, op.rows, gpu.num_sms)
                     samples.setdefault(KIND_OF[name], []).append((op.bytes, steps, float(r[column])))
         results = {}
         for l2_mib in L2_CANDIDATES_MIB[gpu_key]:

@@ -6,10 +6,11 @@ A memory-bound operator whose name belongs to a kind, on an architecture the cat
 bandwidth, a fraction of the GPU's streaming rate hbm_tbps × memory_efficiency — its L2 rate when the
 kernel's bytes fit the architecture's L2-resident size, its DRAM rate otherwise — and the row chain,
 for kinds that run one thread block per row, is the serial time of one block over its row
-(`row_us` per 1024 elements): a kernel cannot end before its longest block, which is what bounds a
-kernel of fewer rows than the GPU has SMs. Any other operator keeps the GPU's `memory_efficiency` and
-`kernel_overhead_us` (timing.py). Every GEMM on such an architecture pays the
-`gemm` kind's fixed cost and streams its operands, when memory-bound, at its rate (gemm.py).
+(`row_us` per 1024 elements) times the waves its blocks run in: a kernel cannot end before its
+longest block, which is what bounds a kernel of fewer rows than the GPU holds blocks. Any other
+operator keeps the GPU's `memory_efficiency` and `kernel_overhead_us` (timing.py). Every GEMM on such
+an architecture pays the `gemm` kind's fixed cost and streams its operands, when memory-bound, at its
+rate (gemm.py).
 A calibration (`profile`) table overrides all of it.
 """
 
@@ -51,6 +52,10 @@ ARCHITECTURE_KEYS = ("l2_resident_mib",)
 # rotary_embedding) launch one block of min(row, 1024) threads per token (csrc/layernorm_kernels.cu,
 # csrc/activation_kernels.cu; rotary: 512 threads over element pairs, the same 1024 elements a step)
 ROW_STEP_ELEMENTS = 1024
+# resident threads and thread blocks per SM, compute capability 8.0 and 9.0 (CUDA C++ Programming
+# Guide, "Features and Technical Specifications"): an SM runs at most 2048 threads in 32 blocks at once,
+# so a row kernel's blocks run in waves of num_sms × min(32, 2048 // threads)
+THREADS_PER_SM, BLOCKS_PER_SM = 2048, 32
 
 
 @dataclass(frozen=True)
@@ -67,11 +72,17 @@ class KernelKind:
             return self.l2_bandwidth_fraction
         return self.bandwidth_fraction or 1.0
 
-    def row_chain_us(self, row_elements: int) -> float:
-        """Serial time of one thread block over a row of `row_elements` (0 without a row model)."""
+    def row_chain_us(self, row_elements: int, rows: int = 1, num_sms: int | None = None) -> float:
+        """Serial time of `rows` thread blocks, one per row of `row_elements`, run in waves of as
+        many as the GPU's SMs hold at once (one wave without an SM count); 0 without a row model."""
         if self.row_us is None or row_elements <= 0:
             return 0.0
-        return -(-row_elements // ROW_STEP_ELEMENTS) * self.row_us
+        steps = -(-row_elements // ROW_STEP_ELEMENTS)
+        waves = 1
+        if num_sms is not None and rows > 0:
+            threads = min(row_elements, ROW_STEP_ELEMENTS)
+            waves = -(-rows // (num_sms * min(BLOCKS_PER_SM, THREADS_PER_SM // threads)))
+        return waves * steps * self.row_us
 
 
 @cache

@@ -15,6 +15,7 @@ it, or an attention step beside the transfer of the next step's keys and values.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from astra_hetero.spec.schema import ModelSpec, ParallelismSpec
@@ -68,6 +69,7 @@ class Op:
     fmt: str = "bf16"  # fused attention: the matmul format whose rate it runs at
     attention_kernel: str = "cudnn"  # fused attention: the kernel (compute.attention_kernel)
     row_elements: int = 0  # memory-bound, one thread block per row: elements per row (0: not row-wise)
+    rows: int = 0  # and the number of rows (thread blocks)
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,7 @@ def memory_op(
         kernels=kernels,
         random=random,
         row_elements=row_elements,
+        rows=math.ceil(elements / row_elements) if row_elements > 0 else 0,
     )
 
 

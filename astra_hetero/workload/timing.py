@@ -123,7 +123,7 @@ class OperatorModel:
         if measured is not None:
             kernel_ns = measured.fixed_us * 1e3
             memory_ns = op.bytes / (self.rates.bytes_per_ns * measured.bandwidth_fraction_at(op.bytes))
-            chain_ns = measured.row_chain_us(op.row_elements) * 1e3
+            chain_ns = measured.row_chain_us(op.row_elements, op.rows, self.gpu.num_sms) * 1e3
         if op.random:
             memory_ns /= DROPOUT_BANDWIDTH_FRACTION
         return op.kernels * kernel_ns + max(memory_ns, chain_ns)

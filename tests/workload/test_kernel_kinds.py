@@ -82,3 +82,18 @@ def test_leaving_l2_never_makes_a_kernel_faster(preset, name):
     m = model(preset)
     edge = kernel_kind(m.gpu.architecture, name).l2_resident_mib * 2**20
     assert m.time_ns(memory_op(name, edge + 64, 1)) >= m.time_ns(memory_op(name, edge, 1))
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_rows_past_what_the_sms_hold_at_once_take_a_second_wave(preset):
+    """Blocks of 1024 threads: two per SM (2048 resident threads), so 2 × num_sms + 1 rows take two waves."""
+    m = model(preset)
+    kind = kernel_kind(m.gpu.architecture, "norm_attn")
+    row = 4096  # four 1024-element steps per row
+    one_wave = 2 * m.gpu.num_sms
+    full = memory_op("norm_attn", one_wave * row, 4, row_elements=row)
+    spill = memory_op("norm_attn", (one_wave + 1) * row, 4, row_elements=row)
+    chain_us = 4 * kind.row_us
+    assert spill.bytes / (m.gpu.effective_bytes_per_ns * kind.l2_bandwidth_fraction) < 2 * chain_us * 1e3
+    assert m.time_ns(spill) == pytest.approx((kind.fixed_us + 2 * chain_us) * 1e3)
+    assert m.time_ns(full) < m.time_ns(spill)
