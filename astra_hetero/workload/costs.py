@@ -184,7 +184,7 @@ def layer_forward(x: Shape) -> list[LayerStep]:
     residual_bytes = BIAS_DROPOUT_ADD_BYTES["fwd"] * x.width
     gathered = fp8.gathered_input_bytes(x)
     return [
-        memory_op("norm_attn", norm, norm_bytes, flops=5.0),
+        memory_op("norm_attn", norm, norm_bytes, flops=5.0, kernel=_norm_kernel(x)),
         *fp8.norm_fed_input(x, "qkv_proj"),
         *_tp_enter(x, gathered),
         linear_forward("qkv_proj", x.tokens, x.h, x.qkv_width // x.t, dt),
@@ -195,7 +195,7 @@ def layer_forward(x: Shape) -> list[LayerStep]:
         linear_forward("attn_out_proj", x.tokens, x.q_width // x.t, x.h, dt),
         *_tp_exit(x),
         memory_op("residual_attn", norm, residual_bytes, flops=2.0, random=True),
-        memory_op("norm_mlp", norm, norm_bytes, flops=5.0),
+        memory_op("norm_mlp", norm, norm_bytes, flops=5.0, kernel=_norm_kernel(x)),
         *_mlp_block_forward(x, gathered),
         memory_op("residual_mlp", norm, residual_bytes, flops=2.0, random=True),
     ]
@@ -206,9 +206,17 @@ def _local(x: Shape, *ops: Op) -> list[Op]:
     return list(ops) if x.local_kernels and x.biases else []
 
 
+def _norm_kernel(x: Shape) -> str:
+    """Megatron-LM's own layer normalises with apex's FusedLayerNorm (kernel catalog kind
+    `apex_norm`); Transformer Engine's norms take the `norm` kind."""
+    return "apex_norm" if x.local_kernels else ""
+
+
 def _norm_backward(x: Shape, name: str) -> Op:
     per_element = (LOCAL_NORM_BWD_BYTES if x.local_kernels else NORM_BYTES["bwd"]) * x.width
-    return memory_op(name, x.elementwise_tokens * x.h, per_element, NORM_BWD_KERNELS, flops=8.0)
+    return memory_op(
+        name, x.elementwise_tokens * x.h, per_element, NORM_BWD_KERNELS, flops=8.0, kernel=_norm_kernel(x)
+    )
 
 
 def layer_backward(x: Shape, recompute: str) -> list[LayerStep]:
@@ -275,7 +283,13 @@ def head_forward(x: Shape) -> list[LayerStep]:
     logits = x.tokens * (x.v // x.t)
     per_token = [Collective("all_reduce", BYTES_FP32 * x.tokens)] if x.t > 1 else []
     return [
-        memory_op("final_norm", x.elementwise_tokens * x.h, NORM_BYTES["fwd"] * x.width, flops=5.0),
+        memory_op(
+            "final_norm",
+            x.elementwise_tokens * x.h,
+            NORM_BYTES["fwd"] * x.width,
+            flops=5.0,
+            kernel=_norm_kernel(x),
+        ),
         *_tp_enter(x),
         linear_forward("lm_head", x.tokens, x.h, x.v // x.t, x.dtypes.without_fp8),
         memory_op("cross_entropy_max", logits, CROSS_ENTROPY_MAX_BYTES, kernels=2, flops=1.0),
@@ -299,6 +313,7 @@ def head_backward(x: Shape) -> list[LayerStep]:
             FINAL_NORM_BWD_BYTES * x.width,
             NORM_BWD_KERNELS,
             flops=8.0,
+            kernel=_norm_kernel(x),
         ),
     ]
 

@@ -46,7 +46,7 @@ KIND_OF = {
     "moe_unsort_chunks": "elementwise",
     "moe_unpermute_scale": "elementwise",
 }
-KINDS = ("norm", "activation", "rope", "elementwise", "embedding", "gemm")
+KINDS = ("norm", "apex_norm", "activation", "rope", "elementwise", "embedding", "gemm")
 ARCHITECTURE_KEYS = ("l2_resident_mib",)
 # elements of a row one thread block walks per step: vLLM's row kernels (rms_norm, act_and_mul,
 # rotary_embedding) launch one block of min(row, 1024) threads per token (csrc/layernorm_kernels.cu,
@@ -121,10 +121,15 @@ def _optional(record: dict, key: str) -> float | None:
     return float(record[key]) if key in record else None
 
 
-def kernel_kind(architecture: str, op_name: str) -> KernelKind | None:
-    """The measured figures for operator `op_name` on `architecture`, or None where there are none."""
+def kernel_kind(architecture: str, op_name: str, kernel: str = "") -> KernelKind | None:
+    """The measured figures for operator `op_name` on `architecture`, or None where there are none.
+    `kernel` names the implementation's own kind (e.g. apex's LayerNorm for Megatron's own layer);
+    where the architecture has no measurement of it, the operator's kind by name stands in."""
+    measured = kernel_catalog().get(architecture, {})
+    if kernel and kernel in measured:
+        return measured[kernel]
     kind = KIND_OF.get(op_name)
-    return kernel_catalog().get(architecture, {}).get(kind) if kind else None
+    return measured.get(kind) if kind else None
 
 
 def gemm_kind(architecture: str) -> KernelKind | None:

@@ -70,6 +70,7 @@ class Op:
     attention_kernel: str = "cudnn"  # fused attention: the kernel (compute.attention_kernel)
     row_elements: int = 0  # memory-bound, one thread block per row: elements per row (0: not row-wise)
     rows: int = 0  # and the number of rows (thread blocks)
+    kernel: str = ""  # memory-bound: the kernel catalog's kind for this implementation ("": by name)
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,7 @@ def memory_op(
     flops: float = 0.0,
     random: bool = False,
     row_elements: int = 0,
+    kernel: str = "",
 ) -> Op:
     return Op(
         name,
@@ -153,6 +155,7 @@ def memory_op(
         random=random,
         row_elements=row_elements,
         rows=math.ceil(elements / row_elements) if row_elements > 0 else 0,
+        kernel=kernel,
     )
 
 

@@ -119,7 +119,7 @@ class OperatorModel:
             return op.kernels * self.rates.kernel_ns + max(op.flops / rate, memory_ns)
         kernel_ns = self.rates.kernel_ns
         chain_ns = 0.0
-        measured = kernel_kind(self.gpu.architecture, op.name)
+        measured = kernel_kind(self.gpu.architecture, op.name, op.kernel)
         if measured is not None:
             kernel_ns = measured.fixed_us * 1e3
             memory_ns = op.bytes / (self.rates.bytes_per_ns * measured.bandwidth_fraction_at(op.bytes))

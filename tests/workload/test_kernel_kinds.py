@@ -97,3 +97,24 @@ def test_rows_past_what_the_sms_hold_at_once_take_a_second_wave(preset):
     assert spill.bytes / (m.gpu.effective_bytes_per_ns * kind.l2_bandwidth_fraction) < 2 * chain_us * 1e3
     assert m.time_ns(spill) == pytest.approx((kind.fixed_us + 2 * chain_us) * 1e3)
     assert m.time_ns(full) < m.time_ns(spill)
+
+
+def test_megatrons_own_layer_normalises_with_apex_where_it_was_measured_and_the_norm_kind_elsewhere():
+    from dataclasses import replace
+
+    from astra_hetero.workload.costs import layer_backward, layer_forward
+    from astra_hetero.workload.ops import Op, Shape
+
+    x = Shape(b=2, s=2048, h=4096, a=32, kv=32, f=16384, v=51200, t=1, sp=False, swiglu=False)
+    own, te = replace(x, fused_attention=False), x
+    for shape, kernel in ((own, "apex_norm"), (te, "")):
+        steps = [*layer_forward(shape), *layer_backward(shape, "none")]
+        norms = [s for s in steps if isinstance(s, Op) and s.name in ("norm_attn", "norm_mlp")]
+        assert len(norms) == 4 and {n.kernel for n in norms} == {kernel}
+    apex = kernel_kind("ampere", "norm_attn", "apex_norm")
+    assert apex is kernel_catalog()["ampere"]["apex_norm"] and apex.bandwidth_fraction == pytest.approx(0.50)
+    assert kernel_kind("hopper", "norm_attn", "apex_norm") is kernel_kind("hopper", "norm_attn")  # unmeasured
+    a100 = model("a100-80")
+    norm = next(s for s in layer_forward(own) if isinstance(s, Op) and s.name == "norm_attn")
+    rate = a100.gpu.effective_bytes_per_ns * 0.50
+    assert a100.time_ns(norm) == pytest.approx(apex.fixed_us * 1e3 + norm.bytes / rate)
