@@ -313,12 +313,15 @@ def expert_parameters_per_layer(num_experts: int, hidden: int, ffn: int, gated: 
 
 def moe_activation_bytes(x: Shape) -> float:
     """What a MoE layer stores for its backward, per micro-batch on one rank (its routed part; the
-    shared experts count as a dense MLP): the router's input and FP32 scores, the permuted copies and
-    the expert outputs the unpermutation scales (T·k rows each), and per processed copy the expert's
-    input, its fc1 output and its fc2 input (Megatron-core saves these for the grouped GEMMs' backward)."""
+    shared experts count as a dense MLP): the router's input and FP32 scores, the expert outputs the
+    unpermutation weighs by the routing probabilities (T·k rows: the probabilities' gradient needs
+    them), and per processed copy the expert's input, its fc1 output and its fc2 input (Megatron-core
+    saves these for the grouped GEMMs' backward). The permutation itself saves only its index map (its
+    backward is the inverse permutation), so the permuted copies are stored once, as the experts'
+    saved inputs."""
     m, w = _moe(x), x.dtypes.activation_bytes
     tokens, copies = _tokens(x), _tokens(x) * m.top_k
     fc1, inner = _expert_widths(x)
-    routing = tokens * (w * x.h + BYTES_FP32 * m.experts) + 2 * w * copies * x.h
+    routing = tokens * (w * x.h + BYTES_FP32 * m.experts) + w * copies * x.h
     # the grouped GEMMs' saved inputs are in their operand format (FP8 under an FP8 recipe)
     return routing + expert_tokens(x) * (x.dtypes.gemm_input_bytes * (x.h + inner) + w * fc1)
