@@ -153,6 +153,100 @@ def test_pfc_pauses_only_once_a_queue_reaches_its_threshold(n, buffer_mb, pauses
     assert all(f.done_at < NEVER_NS for f in flows)
 
 
+def incast_chain(params: DcqcnParams, n: int = 4) -> tuple[DcqcnNetwork, list[int]]:
+    """n GPUs at 3600G into one 400G NIC (a queue fed by n ingresses), on at 400G and down onto a
+    100G NIC: study 4's shared-NIC incast. Returns the network and its three queued links."""
+    links = [FluidLink(False, 0.0)] * n + [
+        FluidLink(True, 1.0, KMIN_400, KMAX_400, 0.2, params.buffer_bytes / 9, n),
+        FluidLink(True, 2.0, KMIN_400, KMAX_400, 0.2, params.buffer_bytes / 9, 1),
+        FluidLink(True, 3.0, KMIN_100, KMAX_100, 0.2, params.buffer_bytes / 9, 1),
+    ]
+    net = DcqcnNetwork([3600 * GBPS] * n + [400 * GBPS, 400 * GBPS, 100 * GBPS], links, params)
+    return net, [n, n + 1, n + 2]
+
+
+def incast_flows(n: int, num_bytes: float) -> list[FluidFlow]:
+    return [FluidFlow(((i, 1.0), (n, 1.0), (n + 1, 1.0), (n + 2, 1.0)), num_bytes, None) for i in range(n)]
+
+
+def test_a_queue_filled_faster_than_the_feedback_loop_reaches_the_pause_threshold_first():
+    """Four 3600G senders fill their 400G NIC's queue in microseconds, before any CNP can cut them:
+    it reaches ns-3's pause threshold for four ingresses (B/3) and PFC holds the senders."""
+    params = ns3_defaults()
+    net, (nic, _, _) = incast_chain(params)
+    flows = incast_flows(4, 20e6)
+    full: list[int] = []  # instants the queue is at the threshold
+    cut: list[int] = []  # instants after the first cut
+
+    def sample(now: int) -> None:
+        if net.queue[nic] >= params.buffer_bytes / 3 * (1 - 1e-6):
+            full.append(now)
+        if net.stats()["rate_cuts"]:
+            cut.append(now)
+
+    run(net, [(0, f) for f in flows], until=50_000, sample=sample)
+    assert full and net.stats()["pfc_pauses"] >= 1
+    assert full[0] < cut[0]  # at the pause threshold before the first cut
+    assert sum(f.subs[0].remaining for f in flows) > 0  # held back, not sent
+
+
+@pytest.mark.parametrize("num_bytes, spreads", [(2e6, False), (4e6, False), (6e6, True)])
+def test_with_pfc_senders_into_a_slower_link_finish_at_that_link_s_rate(num_bytes, spreads):
+    """PFC keeps the 100G bottleneck busy: what the senders could not send is held in the queues
+    before it, each paused in turn (the pause spreads hop by hop back to the senders), so four
+    senders' bytes arrive in about bytes / 100G — and never sooner (every byte crosses it)."""
+    params = ns3_defaults()
+    net, (nic, spine, bottleneck) = incast_chain(params)
+    flows = incast_flows(4, num_bytes)
+    peak = [0.0, 0.0, 0.0]
+
+    def sample(_: int) -> None:
+        for i, link in enumerate((nic, spine, bottleneck)):
+            peak[i] = max(peak[i], net.queue[link])
+
+    run(net, [(0, f) for f in flows], sample=sample)
+    ideal = 4 * num_bytes / (100 * GBPS)
+    done = max(f.done_at for f in flows)
+    assert 0.999 * ideal <= done <= 1.05 * ideal, (done, ideal)  # 0.1 %: the last bytes are rounded
+    if spreads:  # 24 MB: more than the NIC's queue holds (B/3) before the cuts take hold
+        assert peak[2] >= params.buffer_bytes / 9 * (1 - 1e-6)  # the bottleneck's queue paused ...
+        assert peak[1] > 0  # ... the link before it, whose own queue then grew
+        assert net.stats()["pfc_pauses"] >= 2
+
+
+def test_cnps_delayed_by_a_queue_on_the_way_back_let_the_queue_overshoot():
+    """A 400G sender steps down onto 100G; its ACKs (and CNPs) return through a queue holding 1 MB
+    (80 µs at 100G). Its first cut comes that much later, and its queue overshoots by the excess
+    rate times the delay."""
+    params = ns3_defaults()
+    links = [
+        FluidLink(False, 0.0),
+        switch_link(KMIN_100, KMAX_100, 0.2, params),
+        switch_link(KMIN_100, KMAX_100, 0.2, params),  # the way back
+    ]
+    first_cut, peak = {}, {}
+    for delayed in (False, True):
+        net = DcqcnNetwork([400 * GBPS, 100 * GBPS, 100 * GBPS], links, params, reverse=[-1, 2, 1])
+        if delayed:
+            net.queue[2] = 1e6
+        flow = FluidFlow(((0, 1.0), (1, 1.0)), 1e9, None)
+        cuts: list[int] = []
+        queue: list[float] = []
+
+        def sample(now: int) -> None:
+            queue.append(net.queue[1])
+            if net.stats()["rate_cuts"] and not cuts:
+                cuts.append(now)
+
+        run(net, [(0, flow)], until=300_000, sample=sample)
+        first_cut[delayed], peak[delayed] = cuts[0], max(queue)
+    back_ns = 1e6 / (100 * GBPS)  # what the queue on the way back delays at first
+    marks_from = KMIN_100 / (300 * GBPS)  # the queue passes KMIN, filling at 300G
+    assert first_cut[False] < marks_from + 4 * params.rate_decrease_interval_ns  # a few intervals
+    assert back_ns < first_cut[True] < back_ns + marks_from + 4 * params.rate_decrease_interval_ns
+    assert peak[True] > peak[False] + 300 * GBPS * (back_ns - marks_from) * 0.8
+
+
 def test_a_sub_flow_from_a_fast_host_is_cut_while_its_slow_partner_runs_on():
     """A ring step between a 400G and a 100G host: the 400G sender's queue pair steps down onto the
     100G NIC and is cut; the 100G sender's is never marked (ns-3 keeps one RP per queue pair)."""
