@@ -420,11 +420,13 @@ class DcqcnNetwork:
                     sub.first_cnp, sub.alpha, sub.rt = False, 1.0, sub.rc
                 if p.clamp_target_rate or sub.stage:
                     sub.rt = sub.rc
-                sub.rc = max(p.min_rate, sub.rc * (1 - sub.alpha / 2))
+                rc = max(p.min_rate, sub.rc * (1 - sub.alpha / 2))
+                if rc != sub.rc:  # a cut at MIN_RATE restarts the timer and changes no rate
+                    sub.rc = rc
+                    self._dirty = True
                 sub.stage = 0
                 sub.timer_at = now + round(p.rp_timer_ns)
                 self.num_cuts += 1
-                self._dirty = True
             sub.ready = sub.credit
 
     def _increases(self, now: int) -> None:
