@@ -17,8 +17,15 @@ flow takes:
 - cut: every RATE_DECREASE_INTERVAL, if a CNP arrived: RT ← RC (unless CLAMP_TARGET_RATE is 0 and no
   increase happened since the last cut), RC ← max(MIN_RATE, RC·(1 − α/2)); the increase stage goes
   back to 0 and the increase timer restarts. The chance of a CNP per interval is accumulated and a cut
-  made each time it sums to one (the expected number of cuts, deterministic), one interval after the
-  marks (the feedback delay: marks travel to the receiver, whose ACK carries them back).
+  made each time it sums to one (the expected number of cuts, deterministic).
+- feedback delay (the fluid models' τ*, Zhu et al. CoNEXT'16 section 3): a CNP reaches the sender
+  only after the marked packet has crossed the queues after the marking one and its ACK the queues on
+  the way back — ns-3's receiver answers every data packet with an ACK carrying the CNP flag, and
+  with ACK_HIGH_PRIO 0 (ASTRA-sim's configuration) ACKs travel in the data packets' priority class, so
+  they wait in the same queues and the same pauses. The CNPs of marks made now are held until
+  now + Σ queue/rate over those queues (the reverse of each link on the path; `reverse`), then count
+  one decrease interval later. Where the way back is congested (the other direction of a ring,
+  stepping down too) the sender keeps its rate for hundreds of microseconds while PFC holds it.
 - increase: every RP_TIMER after the last cut, stage < FAST_RECOVERY_TIMES: RC ← (RC + RT)/2 (fast
   recovery); = : RT += RATE_AI (additive); > : RT += RATE_HAI (hyper-additive), then RC ← (RC + RT)/2;
   RT is capped at the line rate. ns-3's RP has no byte counter, so neither has this model.
@@ -26,18 +33,26 @@ flow takes:
 
 Queues. Every directed link (bundle, or link class when folded) leaving a switch has a queue q. A
 link's arrival is its flows' rates as shaped by the links before it on their path (links are ordered
-up-then-down by their height above the hosts): a link with a queue, or overloaded, passes each flow
-C/A of its arrival; dq/dt = A − C. A host's own link has no queue: it shares its line rate among the
-host's flows (ns-3's NIC serves its queue pairs in turn). PFC: when q reaches the pause threshold,
-the link's senders are held back to what it drains (its arrival capped at C), and the pause is
-counted. The threshold is ns-3's dynamic one: an ingress pauses when its share of the buffer
-reaches (B − used)/8 (`SwitchMmu::GetPfcThreshold`, `pfc_a_shift` 3), so n alike ingresses feeding
-one queue pause it at q = n·B/(8 + n) — B/9 for one, B/3 for four senders meeting at a shared NIC
-(n: the sub-flows loading the queue, at most the links into its switch; headroom and reserve left
-out).
+up-then-down by their height above the hosts): a link passes each flow C/A of its arrival when more
+arrives than it sends; dq/dt = A − C. A host's own link has no queue: it shares its line rate among
+the host's flows (ns-3's NIC serves its queue pairs in turn).
+
+PFC, hop by hop. When q reaches the pause threshold and still fills, the links feeding the queue (the
+links one level before it on its flows' paths) are paused for the share of their time that keeps it
+from filling: a paused switch link sends C·s (all its flows alike — ns-3 pauses a port's priority
+class, not a flow), so its own queue fills, reaches its threshold and pauses the link before it in
+turn, back to the senders, whose injection is held to what the first hop takes. Solved downstream
+first, repeated until no queue at its threshold receives more than it drains. So a sender far faster
+than the feedback loop (3600G NVLink GPUs into a 100G NIC) fills every buffer on its path at line
+rate before its first CNP, and the bottleneck drains those bytes while DCQCN's timers run. The
+threshold is ns-3's dynamic one: an ingress pauses when its share of the buffer reaches (B − used)/8
+(`SwitchMmu::GetPfcThreshold`, `pfc_a_shift` 3), so n alike ingresses feeding one queue pause it at
+q = n·B/(8 + n) — B/9 for one, B/3 for four senders meeting at a shared NIC (n: the sub-flows
+loading the queue, at most the links into its switch; headroom and reserve left out).
 
 A flow's bytes count as sent when they are injected; it completes when its last byte has also
-crossed the queues then on its path (FIFO: their bytes over their rates).
+crossed the queues then on its path (FIFO: every byte queued before it up to a hop crosses that hop
+first, so its last byte leaves hop k after Σ_{j ≤ k} q_j / C_k, the largest over k).
 
 Time steps adapt: while some queue is above KMIN, or some flow owes a cut, the model steps every
 RATE_DECREASE_INTERVAL; otherwise it jumps to the next instant anything can change — a flow's
@@ -55,8 +70,11 @@ exactly what each of their members would.
 
 Left out: per-packet randomness (ECN marks are taken in expectation), the NP's CNP pacing (ns-3's
 receiver marks its ACK per marked packet; the RP's decrease interval is the only pacing), PFC
-headroom, reserve and the buffer shared by a switch's ports, PFC pauses spreading upstream
-hop by hop (a pause holds back the senders directly), and queues at hosts.
+headroom, reserve and the buffer shared by a switch's ports (each queue's threshold counts only its
+own bytes), a host's other flows held back by a pause of its port (only the flows through the
+paused queue are), a backlog's own drain passed on downstream (a queue passes on what arrives,
+C/A of it when overloaded, so bytes a queue holds once its senders slow down reach the next queues
+only in its flows' completion times), and queues at hosts.
 """
 
 from __future__ import annotations
