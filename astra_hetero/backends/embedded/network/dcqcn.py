@@ -33,9 +33,15 @@ flow takes:
 
 Queues. Every directed link (bundle, or link class when folded) leaving a switch has a queue q. A
 link's arrival is its flows' rates as shaped by the links before it on their path (links are ordered
-up-then-down by their height above the hosts): a link passes each flow C/A of its arrival when more
-arrives than it sends; dq/dt = A − C. A host's own link has no queue: it shares its line rate among
-the host's flows (ns-3's NIC serves its queue pairs in turn).
+up-then-down by their height above the hosts): a link with a backlog sends at its rate C, each flow
+C/A of what it brings (the mix of the arrivals: a fluid FIFO), so the bytes a queue holds flow on to
+the next queues as it drains; a link without one passes what arrives, C/A of it when overloaded;
+dq/dt = A − C. A host's own link has no queue: it shares its line rate among the host's flows
+(ns-3's NIC serves its queue pairs in turn). Marks are counted at the rate a flow sends into a
+marking queue (at most its share of the drain): counting them at a backlog's drain rate, as marking
+at dequeue would for the packets a slowed sender left queued, cuts harder than ns-3 does on a
+400→100G step-down (the calibration case of benchmarks/packet_fidelity.py: +33 % against ns-3's
+iteration instead of +13 %).
 
 PFC, hop by hop. When q reaches the pause threshold and still fills, the links feeding the queue (the
 links one level before it on its flows' paths) are paused for the share of their time that keeps it
@@ -54,11 +60,14 @@ A flow's bytes count as sent when they are injected; it completes when its last 
 crossed the queues then on its path (FIFO: every byte queued before it up to a hop crosses that hop
 first, so its last byte leaves hop k after Σ_{j ≤ k} q_j / C_k, the largest over k).
 
-Time steps adapt: while some queue is above KMIN, or some flow owes a cut, the model steps every
-RATE_DECREASE_INTERVAL; otherwise it jumps to the next instant anything can change — a flow's
-increase timer, a queue reaching KMIN, PFC's threshold or empty, a flow's last byte — so a flow at
-line rate on an idle path costs two events, and cost grows with the congested period, not with
-bytes.
+Time steps adapt: while some queue is above KMIN, or some flow owes a cut or awaits CNPs, the model
+steps every RATE_DECREASE_INTERVAL; otherwise it jumps to the next instant anything can change — a
+flow's increase timer, a queue reaching or leaving KMIN, PFC's threshold or empty, a flow's last
+byte — so a flow at line rate on an idle path costs two events, and cost grows with the congested
+period, not with bytes. While every flow that marks or CNPs reach is at MIN_RATE (a cut then only
+restarts its increase timer: an incast's queues drain for hundreds of microseconds at the floor),
+the cuts are checked every RP_TIMER/32 instead, all the intervals' cuts at once, so the timer
+restarts up to that much late.
 
 Flows are the flow model's coflows (`flows.Flow`: the transfers of one phase), but here each of their
 sub-flows — one per path the phase plan lists (`PhasePlan.paths`) — is a queue pair with its own RP
@@ -72,9 +81,8 @@ Left out: per-packet randomness (ECN marks are taken in expectation), the NP's C
 receiver marks its ACK per marked packet; the RP's decrease interval is the only pacing), PFC
 headroom, reserve and the buffer shared by a switch's ports (each queue's threshold counts only its
 own bytes), a host's other flows held back by a pause of its port (only the flows through the
-paused queue are), a backlog's own drain passed on downstream (a queue passes on what arrives,
-C/A of it when overloaded, so bytes a queue holds once its senders slow down reach the next queues
-only in its flows' completion times), and queues at hosts.
+paused queue are), a backlog whose senders have all finished (its bytes count in their completion
+times, but pass on to no further queue), and queues at hosts.
 """
 
 from __future__ import annotations
@@ -229,6 +237,7 @@ class DcqcnNetwork:
         self._levels = sorted({link.level for link in links})
         self._gain_per_ns = math.log1p(-params.ewma_gain) / params.alpha_resume_interval_ns
         self._tick = max(1, round(params.rate_decrease_interval_ns))
+        self._coarse = self._tick * max(1, int(params.rp_timer_ns / 32 // self._tick))
         self._dirty = True  # rates must be solved again
         self._by_level: list[list[tuple[_Sub, list[tuple[int, float, float]]]]] | None = []
         self._used: list[int] = []
@@ -433,7 +442,11 @@ class DcqcnNetwork:
                 if not sub.first_cnp:
                     sub.alpha = min(1.0, sub.alpha + alpha)
             if sub.ready >= 1:  # CNPs of marks made one interval ago have arrived
-                sub.credit -= 1
+                # one cut per interval; at MIN_RATE, checked every `_coarse` ns, the intervals since
+                # (each only restarts the timer)
+                owed = 1 if sub.rc > p.min_rate else int(sub.ready)
+                sub.credit -= owed
+                self.num_cuts += owed - 1
                 if sub.first_cnp:
                     sub.first_cnp, sub.alpha, sub.rt = False, 1.0, sub.rc
                 if p.clamp_target_rate or sub.stage:
@@ -519,6 +532,8 @@ class DcqcnNetwork:
             self._structure()
         for sub in self.subs:
             sub.x = sub.rc
+        for link in self._used:  # PFC's pauses are solved anew (`_pfc`), from arrivals without them
+            self.eff[link] = 1.0
         for sub, share in self._shape().items():  # a host's link shared among the flows it sends
             sub.x = sub.rc * share
         self._pfc()
@@ -567,8 +582,6 @@ class DcqcnNetwork:
         pauses the link before it in turn; a paused host sends only what the first hop takes. Solved
         downstream first, repeated until no queue at its threshold receives more than it drains."""
         capacity, queue, arrival, eff, pfc_at = self.capacity, self.queue, self.arrival, self.eff, self.pfc_at
-        for link in self._used:
-            eff[link] = 1.0
         pausing: set[int] = set()
         for _ in range(_PFC_ROUNDS):
             throttle: dict[_Sub, float] = {}
@@ -607,9 +620,9 @@ class DcqcnNetwork:
                 self.paused[link] = False
 
     def _shape(self) -> dict[_Sub, float]:
-        """Arrival per link with each sub-flow shaped by the links before it on its path: a link passes
-        what arrives, or C/A of it when more arrives than it sends (C: its rate times the share of
-        its time PFC leaves it; a backlog's own drain is not passed on, see the module's notes). Returns each
+        """Arrival per link with each sub-flow shaped by the links before it on its path: a link with
+        a backlog sends at its rate C (times the share of its time PFC leaves it), each flow C/A of
+        what it brings; one without passes what arrives, C/A of it when overloaded. Returns each
         sub-flow's share of the queue-less links it crosses first (its host's: how fast it can
         inject), and notes each sub-flow's rate out of each queue it crosses (`out`)."""
         arrival, capacity, queue, links, eff = self.arrival, self.capacity, self.queue, self.links, self.eff
@@ -630,12 +643,14 @@ class DcqcnNetwork:
                 share = math.inf
                 for link, _, _ in hops:
                     a, c = arrival[link], capacity[link] * eff[link]
-                    if a > c * (1 + _EPS) or (links[link].queued and queue[link] > 0 and a > c):
+                    if links[link].queued and queue[link] > 0 and a > 0:
+                        one = c / a  # a backlog: the link sends at its rate, in the mix that arrives
+                    elif a > c * (1 + _EPS):
                         one = c / a
                     else:
                         one = 1.0
                     if links[link].queued:
-                        sub.out.append((link, rate * one))
+                        sub.out.append((link, rate * min(one, 1.0)))
                     share = min(share, one)
                 if share < 1 and not links[hops[0][0]].queued:
                     share_of[sub] = min(share_of.get(sub, 1.0), share)
@@ -644,36 +659,49 @@ class DcqcnNetwork:
 
     def _plan(self, now: int) -> None:
         """The next instant something changes: a cut check, an increase, a queue crossing a
-        threshold or emptying, a sub-flow's last byte."""
+        threshold or emptying, a sub-flow's last byte. Cut checks come every decrease interval while
+        a cut can change a rate; while every sub-flow that marks or CNPs reach sits at MIN_RATE, a cut
+        only restarts its increase timer, and the checks come every `_coarse` ns instead (its timer
+        then restarts up to that much late: 1/32 of RP_TIMER)."""
         links, queue, capacity = self.links, self.queue, self.capacity
         wake = NEVER_NS
         marking = False
+        marks: set[int] = set()
         for link in self._used_queues:
             spec = links[link]
             q, net = queue[link], self.arrival[link] - capacity[link] * self.eff[link]
             if q > spec.kmin and q > 0:
                 marking = True
+                marks.add(link)
             if net > _EPS * capacity[link]:
                 if q < spec.kmin:
                     wake = min(wake, now + _ceil((spec.kmin - q) / net) + 1)
                 if q < self.pfc_at[link]:
                     wake = min(wake, now + max(1, _ceil((self.pfc_at[link] - q) / net)))
             elif q > 0 and net < -_EPS * capacity[link]:
+                if q > spec.kmin:  # marking stops
+                    wake = min(wake, now + max(1, _ceil((q - spec.kmin) / -net) + 1))
                 wake = min(wake, now + max(1, _ceil(q / -net)))
         tick = self._tick
+        floor = self.p.min_rate
+        live = False  # a sub-flow whose rate a cut can still change
         for sub in self.subs:
-            if sub.credit >= 1 or sub.ready >= 1:
+            owes = sub.credit >= 1 or sub.ready >= 1
+            if owes:
                 marking = True
-            if sub.pending:  # the tick at which its next CNPs count
-                wake = min(wake, -(-_ceil(sub.pending[0][0]) // tick) * tick)
+            if sub.rc > floor and (owes or sub.pending or any(link in marks for link, _ in sub.out)):
+                live = True
+                if sub.pending:  # the tick at which its next CNPs count
+                    wake = min(wake, -(-_ceil(sub.pending[0][0]) // tick) * tick)
             wake = min(wake, sub.timer_at)
             if sub.x > 0:
                 wake = min(wake, now + max(1, _ceil(sub.remaining / sub.x)))
         if self._arrivals:
             wake = min(wake, self._arrivals[0][0])
         self.stepping = marking
-        if marking:
-            wake = min(wake, (now // self._tick + 1) * self._tick)
+        if marking or any(sub.pending for sub in self.subs):
+            every = tick if live else self._coarse
+            wake = min(wake, (now // every + 1) * every)
         self.wakeup_ns = wake if wake > now else now + 1
 
 
