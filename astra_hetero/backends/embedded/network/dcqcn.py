@@ -237,6 +237,7 @@ class DcqcnNetwork:
         self._levels = sorted({link.level for link in links})
         self._gain_per_ns = math.log1p(-params.ewma_gain) / params.alpha_resume_interval_ns
         self._tick = max(1, round(params.rate_decrease_interval_ns))
+        self._queued = [k for k, spec in enumerate(links) if spec.queued]
         self._coarse = self._tick * max(1, int(params.rp_timer_ns / 32 // self._tick))
         self._dirty = True  # rates must be solved again
         self._by_level: list[list[tuple[_Sub, list[tuple[int, float, float]]]]] | None = []
@@ -395,8 +396,8 @@ class DcqcnNetwork:
             if sub.done_at != NEVER_NS:
                 continue
             sub.remaining -= sub.x * dt
-            # marks fall on the packets a queue sends (ns-3 marks at dequeue): the sub-flow's rate out
-            # of each marking queue on its path; log of "no mark" per ns
+            # marks fall on the packets the sub-flow sends through each marking queue on its path
+            # (at most its share of the drain); log of "no mark" per ns
             unmarked = 0.0
             if marking:
                 for link, rate in sub.out:
@@ -541,11 +542,10 @@ class DcqcnNetwork:
     def _structure(self) -> None:
         """Which sub-flows cross which links, level by level (rebuilt when sub-flows come or go)."""
         arrival, users = self.arrival, self.users
-        for link in range(len(arrival)):
+        for link in self._used:  # only the links last crossed carry arrivals, pauses, users
             arrival[link] = 0.0
             self.eff[link] = 1.0
-        for u in users:
-            u.clear()
+            users[link].clear()
         per_level: dict[float, list[tuple[_Sub, list[tuple[int, float, float]]]]] = {}
         used: dict[int, None] = {}
         feeders: dict[int, list[tuple[_Sub, list[int] | None]]] = {}
@@ -571,9 +571,7 @@ class DcqcnNetwork:
                 n = max(1.0, min(sum(users[link].values()), spec.ingress))
                 self.pfc_at[link] = spec.pfc * 9 * n / (8 + n)
         queue = self.queue  # queues still draining stay, with no arrival
-        self._used_queues = [
-            k for k, spec in enumerate(self.links) if spec.queued and (k in used or queue[k] > 0)
-        ]
+        self._used_queues = [k for k in self._queued if k in used or queue[k] > 0]
 
     def _pfc(self) -> None:
         """PFC, hop by hop: a queue at its pause threshold and still filling pauses what feeds it, so
@@ -689,7 +687,7 @@ class DcqcnNetwork:
             owes = sub.credit >= 1 or sub.ready >= 1
             if owes:
                 marking = True
-            if sub.rc > floor and (owes or sub.pending or any(link in marks for link, _ in sub.out)):
+            if sub.rc > floor and (owes or sub.pending or (marks and any(link in marks for link, _ in sub.out))):
                 live = True
                 if sub.pending:  # the tick at which its next CNPs count
                     wake = min(wake, -(-_ceil(sub.pending[0][0]) // tick) * tick)
