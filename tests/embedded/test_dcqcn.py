@@ -221,37 +221,41 @@ def test_with_pfc_senders_into_a_slower_link_finish_at_its_rate_while_the_buffer
         assert net.stats()["pfc_pauses"] >= 2
 
 
-def test_cnps_delayed_by_a_queue_on_the_way_back_let_the_queue_overshoot():
-    """A 400G sender steps down onto 100G; its ACKs (and CNPs) return through a queue holding 1 MB
-    (80 µs at 100G). Its first cut comes that much later, and its queue overshoots by the excess
-    rate times the delay."""
-    params = ns3_defaults()
+def first_cut_and_peak(params: DcqcnParams, back_bytes: float) -> tuple[int, float]:
+    """A 400G sender stepping down onto 100G whose ACKs return through a 100G queue holding
+    `back_bytes`: when its first cut comes, and how high its queue gets."""
     links = [
         FluidLink(False, 0.0),
         switch_link(KMIN_100, KMAX_100, 0.2, params),
         switch_link(KMIN_100, KMAX_100, 0.2, params),  # the way back
     ]
-    first_cut, peak = {}, {}
-    for delayed in (False, True):
-        net = DcqcnNetwork([400 * GBPS, 100 * GBPS, 100 * GBPS], links, params, reverse=[-1, 2, 1])
-        if delayed:
-            net.queue[2] = 1e6
-        flow = FluidFlow(((0, 1.0), (1, 1.0)), 1e9, None)
-        cuts: list[int] = []
-        queue: list[float] = []
+    net = DcqcnNetwork([400 * GBPS, 100 * GBPS, 100 * GBPS], links, params, reverse=[-1, 2, 1])
+    net.queue[2] = back_bytes
+    flow = FluidFlow(((0, 1.0), (1, 1.0)), 1e9, None)
+    cuts: list[int] = []
+    queue: list[float] = []
 
-        def sample(now: int) -> None:
-            queue.append(net.queue[1])
-            if net.stats()["rate_cuts"] and not cuts:
-                cuts.append(now)
+    def sample(now: int) -> None:
+        queue.append(net.queue[1])
+        if net.stats()["rate_cuts"] and not cuts:
+            cuts.append(now)
 
-        run(net, [(0, flow)], until=300_000, sample=sample)
-        first_cut[delayed], peak[delayed] = cuts[0], max(queue)
+    run(net, [(0, flow)], until=300_000, sample=sample)
+    return cuts[0], max(queue)
+
+
+def test_cnps_delayed_by_a_queue_on_the_way_back_let_the_queue_overshoot():
+    """A 400G sender steps down onto 100G; its ACKs (and CNPs) return through a queue holding 1 MB
+    (80 µs at 100G). Its first cut comes that much later, and its queue overshoots by the excess
+    rate times the delay."""
+    params = ns3_defaults()
+    cut_now, peak_now = first_cut_and_peak(params, 0.0)
+    cut_late, peak_late = first_cut_and_peak(params, 1e6)
     back_ns = 1e6 / (100 * GBPS)  # what the queue on the way back delays at first
     marks_from = KMIN_100 / (300 * GBPS)  # the queue passes KMIN, filling at 300G
-    assert first_cut[False] < marks_from + 4 * params.rate_decrease_interval_ns  # a few intervals
-    assert back_ns < first_cut[True] < back_ns + marks_from + 4 * params.rate_decrease_interval_ns
-    assert peak[True] > peak[False] + 300 * GBPS * (back_ns - marks_from) * 0.8
+    assert cut_now < marks_from + 4 * params.rate_decrease_interval_ns  # a few intervals
+    assert back_ns < cut_late < back_ns + marks_from + 4 * params.rate_decrease_interval_ns
+    assert peak_late > peak_now + 300 * GBPS * (back_ns - marks_from) * 0.8
 
 
 def test_a_sub_flow_from_a_fast_host_is_cut_while_its_slow_partner_runs_on():

@@ -601,10 +601,13 @@ class DcqcnNetwork:
                         sending[up] = min(sending.get(up, eff[up]), out * share / capacity[up])
                 for up, value in sending.items():
                     eff[up] = value
-            if not pausing or (not throttle and not any(
-                queue[k] >= pfc_at[k] * (1 - 1e-6) and arrival[k] > capacity[k] * eff[k] * (1 + _EPS)
-                for k in pausing
-            )):
+            if not pausing or (
+                not throttle
+                and not any(
+                    queue[k] >= pfc_at[k] * (1 - 1e-6) and arrival[k] > capacity[k] * eff[k] * (1 + _EPS)
+                    for k in pausing
+                )
+            ):
                 break
             for sub, share in throttle.items():
                 sub.x *= share
@@ -687,7 +690,9 @@ class DcqcnNetwork:
             owes = sub.credit >= 1 or sub.ready >= 1
             if owes:
                 marking = True
-            if sub.rc > floor and (owes or sub.pending or (marks and any(link in marks for link, _ in sub.out))):
+            if sub.rc > floor and (
+                owes or sub.pending or (marks and any(link in marks for link, _ in sub.out))
+            ):
                 live = True
                 if sub.pending:  # the tick at which its next CNPs count
                     wake = min(wake, -(-_ceil(sub.pending[0][0]) // tick) * tick)
