@@ -70,7 +70,7 @@ def spec_data(row: dict[str, Any], approximate: bool) -> tuple[dict[str, Any] | 
     if "scale_up_gpus" in cluster:  # trays of one NVLink domain (GB200 NVL72)
         group["scale_up_domain"] = {"gpus": cluster["scale_up_gpus"]}
     topology = "rail_optimized" if cluster["nodes"] > 1 else "single_switch"
-    return {
+    data = {
         "name": row["id"],
         "model": model,
         "cluster": {"node_groups": [group]},
@@ -78,7 +78,10 @@ def spec_data(row: dict[str, Any], approximate: bool) -> tuple[dict[str, Any] | 
         "parallelism": parallelism,
         "compute": row.get("compute", {}),
         "precision": row.get("precision", {}),
-    }, unknown
+    }
+    if "partition" in row:  # an uneven layer split the run used (Megatron's account_for_embedding/loss)
+        data["partition"] = row["partition"]
+    return data, unknown
 
 
 def predict(data: dict[str, Any], workdir: Path) -> tuple[float, float, float]:

@@ -313,12 +313,18 @@ def expert_parameters_per_layer(num_experts: int, hidden: int, ffn: int, gated: 
 
 def moe_activation_bytes(x: Shape) -> float:
     """What a MoE layer stores for its backward, per micro-batch on one rank (its routed part; the
-    shared experts count as a dense MLP): the router's input and FP32 scores, the permuted copies and
-    the expert outputs the unpermutation scales (T·k rows each), and per processed copy the expert's
-    input, its fc1 output and its fc2 input (Megatron-core saves these for the grouped GEMMs' backward)."""
+    shared experts count as a dense MLP), as Megatron-core saves it since "Memory efficient token
+    permutation" (NVIDIA/Megatron-LM 2659630, April 2025, Megatron-core 0.13): the router's input and
+    FP32 scores; per routed copy its FP32 routing probability, which the expert's activation applies
+    (so the unpermutation is a plain sum that saves nothing), the expert's input, its fc1 output and its
+    fc2 input (the grouped GEMMs' and the weighted activation's saved tensors). The permutation saves
+    only its index map (its backward is the inverse permutation), so the permuted copies are stored
+    once, as the experts' saved inputs. (Before that change the unpermutation weighed the expert
+    outputs by the probabilities and kept them: T·k·h more.)"""
     m, w = _moe(x), x.dtypes.activation_bytes
-    tokens, copies = _tokens(x), _tokens(x) * m.top_k
+    tokens = _tokens(x)
     fc1, inner = _expert_widths(x)
-    routing = tokens * (w * x.h + BYTES_FP32 * m.experts) + 2 * w * copies * x.h
+    routing = tokens * (w * x.h + BYTES_FP32 * m.experts)
     # the grouped GEMMs' saved inputs are in their operand format (FP8 under an FP8 recipe)
-    return routing + expert_tokens(x) * (x.dtypes.gemm_input_bytes * (x.h + inner) + w * fc1)
+    per_copy = x.dtypes.gemm_input_bytes * (x.h + inner) + w * fc1 + BYTES_FP32
+    return routing + expert_tokens(x) * per_copy

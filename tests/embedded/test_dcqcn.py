@@ -153,6 +153,111 @@ def test_pfc_pauses_only_once_a_queue_reaches_its_threshold(n, buffer_mb, pauses
     assert all(f.done_at < NEVER_NS for f in flows)
 
 
+def incast_chain(params: DcqcnParams, n: int = 4) -> tuple[DcqcnNetwork, list[int]]:
+    """n GPUs at 3600G into one 400G NIC (a queue fed by n ingresses), on at 400G and down onto a
+    100G NIC: study 4's shared-NIC incast. Returns the network and its three queued links."""
+    links = [FluidLink(False, 0.0)] * n + [
+        FluidLink(True, 1.0, KMIN_400, KMAX_400, 0.2, params.buffer_bytes / 9, n),
+        FluidLink(True, 2.0, KMIN_400, KMAX_400, 0.2, params.buffer_bytes / 9, 1),
+        FluidLink(True, 3.0, KMIN_100, KMAX_100, 0.2, params.buffer_bytes / 9, 1),
+    ]
+    net = DcqcnNetwork([3600 * GBPS] * n + [400 * GBPS, 400 * GBPS, 100 * GBPS], links, params)
+    return net, [n, n + 1, n + 2]
+
+
+def incast_flows(n: int, num_bytes: float) -> list[FluidFlow]:
+    return [FluidFlow(((i, 1.0), (n, 1.0), (n + 1, 1.0), (n + 2, 1.0)), num_bytes, None) for i in range(n)]
+
+
+def test_a_queue_filled_faster_than_the_feedback_loop_reaches_the_pause_threshold_first():
+    """Four 3600G senders fill their 400G NIC's queue in microseconds, before any CNP can cut them:
+    it reaches ns-3's pause threshold for four ingresses (B/3) and PFC holds the senders."""
+    params = ns3_defaults()
+    net, (nic, _, _) = incast_chain(params)
+    flows = incast_flows(4, 20e6)
+    full: list[int] = []  # instants the queue is at the threshold
+    cut: list[int] = []  # instants after the first cut
+
+    def sample(now: int) -> None:
+        if net.queue[nic] >= params.buffer_bytes / 3 * (1 - 1e-6):
+            full.append(now)
+        if net.stats()["rate_cuts"]:
+            cut.append(now)
+
+    run(net, [(0, f) for f in flows], until=50_000, sample=sample)
+    assert full and net.stats()["pfc_pauses"] >= 1
+    assert full[0] < cut[0]  # at the pause threshold before the first cut
+    assert sum(f.subs[0].remaining for f in flows) > 0  # held back, not sent
+
+
+@pytest.mark.parametrize("num_bytes", [2e6, 4e6, 4.5e6, 6e6])
+def test_with_pfc_senders_into_a_slower_link_finish_at_its_rate_while_the_buffers_hold_them(num_bytes):
+    """PFC keeps the 100G bottleneck busy: what the senders could not send is held in the queues
+    before it, each paused in turn (the pause spreads hop by hop back to the senders). While the
+    buffers on the path (B/3 + B/9 + B/9) hold what the senders inject before DCQCN cuts them to its
+    floor, four senders' bytes arrive in bytes / 100G; what does not fit waits for the increase
+    timer, so the bottleneck idles. Never sooner than bytes / 100G: every byte crosses it."""
+    params = ns3_defaults()
+    net, (nic, spine, bottleneck) = incast_chain(params)
+    flows = incast_flows(4, num_bytes)
+    peak = [0.0, 0.0, 0.0]
+
+    def sample(_: int) -> None:
+        for i, link in enumerate((nic, spine, bottleneck)):
+            peak[i] = max(peak[i], net.queue[link])
+
+    run(net, [(0, f) for f in flows], sample=sample)
+    ideal = 4 * num_bytes / (100 * GBPS)
+    done = max(f.done_at for f in flows)
+    buffers = params.buffer_bytes * (1 / 3 + 2 / 9)
+    assert done >= 0.999 * ideal, (done, ideal)  # 0.1 %: the last bytes are rounded
+    if 4 * num_bytes <= buffers:
+        assert done <= 1.01 * ideal, (done, ideal)
+    else:
+        assert done > 1.2 * ideal, (done, ideal)
+    if 4 * num_bytes > 0.9 * buffers:  # nearly all the buffers fill: the pause spreads
+        assert peak[2] >= params.buffer_bytes / 9 * (1 - 1e-6)  # the bottleneck's queue paused ...
+        assert peak[1] > 0  # ... the link before it, whose own queue then grew
+        assert net.stats()["pfc_pauses"] >= 2
+
+
+def first_cut_and_peak(params: DcqcnParams, back_bytes: float) -> tuple[int, float]:
+    """A 400G sender stepping down onto 100G whose ACKs return through a 100G queue holding
+    `back_bytes`: when its first cut comes, and how high its queue gets."""
+    links = [
+        FluidLink(False, 0.0),
+        switch_link(KMIN_100, KMAX_100, 0.2, params),
+        switch_link(KMIN_100, KMAX_100, 0.2, params),  # the way back
+    ]
+    net = DcqcnNetwork([400 * GBPS, 100 * GBPS, 100 * GBPS], links, params, reverse=[-1, 2, 1])
+    net.queue[2] = back_bytes
+    flow = FluidFlow(((0, 1.0), (1, 1.0)), 1e9, None)
+    cuts: list[int] = []
+    queue: list[float] = []
+
+    def sample(now: int) -> None:
+        queue.append(net.queue[1])
+        if net.stats()["rate_cuts"] and not cuts:
+            cuts.append(now)
+
+    run(net, [(0, flow)], until=300_000, sample=sample)
+    return cuts[0], max(queue)
+
+
+def test_cnps_delayed_by_a_queue_on_the_way_back_let_the_queue_overshoot():
+    """A 400G sender steps down onto 100G; its ACKs (and CNPs) return through a queue holding 1 MB
+    (80 µs at 100G). Its first cut comes that much later, and its queue overshoots by the excess
+    rate times the delay."""
+    params = ns3_defaults()
+    cut_now, peak_now = first_cut_and_peak(params, 0.0)
+    cut_late, peak_late = first_cut_and_peak(params, 1e6)
+    back_ns = 1e6 / (100 * GBPS)  # what the queue on the way back delays at first
+    marks_from = KMIN_100 / (300 * GBPS)  # the queue passes KMIN, filling at 300G
+    assert cut_now < marks_from + 4 * params.rate_decrease_interval_ns  # a few intervals
+    assert back_ns < cut_late < back_ns + marks_from + 4 * params.rate_decrease_interval_ns
+    assert peak_late > peak_now + 300 * GBPS * (back_ns - marks_from) * 0.8
+
+
 def test_a_sub_flow_from_a_fast_host_is_cut_while_its_slow_partner_runs_on():
     """A ring step between a 400G and a 100G host: the 400G sender's queue pair steps down onto the
     100G NIC and is cut; the 100G sender's is never marked (ns-3 keeps one RP per queue pair)."""

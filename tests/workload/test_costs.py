@@ -172,7 +172,7 @@ def test_operator_names_cover_every_formulation():
 
 def test_operator_model_times_memory_kernels_at_achievable_bandwidth_plus_fixed_costs():
     # an architecture the kernel catalog has not measured: the GPU's memory_efficiency and kernel cost
-    gpu = GpuSpec.model_validate({"preset": "b200"})
+    gpu = GpuSpec.model_validate({"preset": "mi300x"})
     assert kernel_kind(gpu.architecture, "norm_attn") is None
     model = OperatorModel(gpu)
     norm = ops(layer_forward(X))[0]
@@ -180,6 +180,12 @@ def test_operator_model_times_memory_kernels_at_achievable_bandwidth_plus_fixed_
         gpu.hbm_tbps * 1e3 * gpu.memory_efficiency
     )
     assert model.time_ns(norm) == pytest.approx(expected)
+
+
+def test_blackwell_kernels_take_hoppers_measured_fractions_as_a_stated_estimate():
+    # no public per-kernel Blackwell data: the kernel catalog carries Hopper's figures over
+    for name in ("norm_attn", "swiglu", "rope", "residual_attn", "embedding"):
+        assert kernel_kind("blackwell", name) == kernel_kind("hopper", name)
 
 
 @pytest.mark.parametrize("preset", ["a100-80", "h100-sxm"])

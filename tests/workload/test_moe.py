@@ -156,3 +156,18 @@ def test_expert_parallelism_needs_experts():
     with pytest.raises(SpecError, match="mixture-of-experts") as error:
         parse_spec(data)
     assert error.value.field == "parallelism.ep"
+
+
+@pytest.mark.parametrize("ep", [1, 4])
+def test_stored_moe_activations_keep_each_routed_copy_once_per_saved_tensor(ep):
+    """BF16, balanced: the router's input (2·h B) and FP32 scores (4·E B) per token; per routed copy the
+    experts' saved input (2·h B, the permuted copy itself: the permutation saves only its index map),
+    fc1's output (2·2F B, the weighted gated activation's input), fc2's input (2·F B) and the FP32
+    routing probability the activation applies — no expert output (the unpermutation is a plain sum)."""
+    from astra_hetero.workload.moe import moe_activation_bytes
+
+    spec = parse_spec(moe_spec(ep=ep))
+    x = shape_of(spec.model, spec.parallelism, spec.compute.attention)
+    copies = S * K  # every rank processes as many copies as it routes when the load is balanced
+    expected = S * (2 * H + 4 * E) + copies * (2 * H + 2 * 2 * F + 2 * F + 4)
+    assert moe_activation_bytes(x) == pytest.approx(expected)

@@ -17,8 +17,15 @@ flow takes:
 - cut: every RATE_DECREASE_INTERVAL, if a CNP arrived: RT ← RC (unless CLAMP_TARGET_RATE is 0 and no
   increase happened since the last cut), RC ← max(MIN_RATE, RC·(1 − α/2)); the increase stage goes
   back to 0 and the increase timer restarts. The chance of a CNP per interval is accumulated and a cut
-  made each time it sums to one (the expected number of cuts, deterministic), one interval after the
-  marks (the feedback delay: marks travel to the receiver, whose ACK carries them back).
+  made each time it sums to one (the expected number of cuts, deterministic).
+- feedback delay (the fluid models' τ*, Zhu et al. CoNEXT'16 section 3): a CNP reaches the sender
+  only after the marked packet has crossed the queues after the marking one and its ACK the queues on
+  the way back — ns-3's receiver answers every data packet with an ACK carrying the CNP flag, and
+  with ACK_HIGH_PRIO 0 (ASTRA-sim's configuration) ACKs travel in the data packets' priority class, so
+  they wait in the same queues and the same pauses. The CNPs of marks made now are held until
+  now + Σ queue/rate over those queues (the reverse of each link on the path; `reverse`), then count
+  one decrease interval later. Where the way back is congested (the other direction of a ring,
+  stepping down too) the sender keeps its rate for hundreds of microseconds while PFC holds it.
 - increase: every RP_TIMER after the last cut, stage < FAST_RECOVERY_TIMES: RC ← (RC + RT)/2 (fast
   recovery); = : RT += RATE_AI (additive); > : RT += RATE_HAI (hyper-additive), then RC ← (RC + RT)/2;
   RT is capped at the line rate. ns-3's RP has no byte counter, so neither has this model.
@@ -26,24 +33,41 @@ flow takes:
 
 Queues. Every directed link (bundle, or link class when folded) leaving a switch has a queue q. A
 link's arrival is its flows' rates as shaped by the links before it on their path (links are ordered
-up-then-down by their height above the hosts): a link with a queue, or overloaded, passes each flow
-C/A of its arrival; dq/dt = A − C. A host's own link has no queue: it shares its line rate among the
-host's flows (ns-3's NIC serves its queue pairs in turn). PFC: when q reaches the pause threshold,
-the link's senders are held back to what it drains (its arrival capped at C), and the pause is
-counted. The threshold is ns-3's dynamic one: an ingress pauses when its share of the buffer
-reaches (B − used)/8 (`SwitchMmu::GetPfcThreshold`, `pfc_a_shift` 3), so n alike ingresses feeding
-one queue pause it at q = n·B/(8 + n) — B/9 for one, B/3 for four senders meeting at a shared NIC
-(n: the sub-flows loading the queue, at most the links into its switch; headroom and reserve left
-out).
+up-then-down by their height above the hosts): a link with a backlog sends at its rate C, each flow
+C/A of what it brings (the mix of the arrivals: a fluid FIFO), so the bytes a queue holds flow on to
+the next queues as it drains; a link without one passes what arrives, C/A of it when overloaded;
+dq/dt = A − C. A host's own link has no queue: it shares its line rate among the host's flows
+(ns-3's NIC serves its queue pairs in turn). Marks are counted at the rate a flow sends into a
+marking queue (at most its share of the drain): counting them at a backlog's drain rate, as marking
+at dequeue would for the packets a slowed sender left queued, cuts harder than ns-3 does on a
+400→100G step-down (the calibration case of benchmarks/packet_fidelity.py: +33 % against ns-3's
+iteration instead of +13 %).
+
+PFC, hop by hop. When q reaches the pause threshold and still fills, the links feeding the queue (the
+links one level before it on its flows' paths) are paused for the share of their time that keeps it
+from filling: a paused switch link sends C·s (all its flows alike — ns-3 pauses a port's priority
+class, not a flow), so its own queue fills, reaches its threshold and pauses the link before it in
+turn, back to the senders, whose injection is held to what the first hop takes. Solved downstream
+first, repeated until no queue at its threshold receives more than it drains. So a sender far faster
+than the feedback loop (3600G NVLink GPUs into a 100G NIC) fills every buffer on its path at line
+rate before its first CNP, and the bottleneck drains those bytes while DCQCN's timers run. The
+threshold is ns-3's dynamic one: an ingress pauses when its share of the buffer reaches (B − used)/8
+(`SwitchMmu::GetPfcThreshold`, `pfc_a_shift` 3), so n alike ingresses feeding one queue pause it at
+q = n·B/(8 + n) — B/9 for one, B/3 for four senders meeting at a shared NIC (n: the sub-flows
+loading the queue, at most the links into its switch; headroom and reserve left out).
 
 A flow's bytes count as sent when they are injected; it completes when its last byte has also
-crossed the queues then on its path (FIFO: their bytes over their rates).
+crossed the queues then on its path (FIFO: every byte queued before it up to a hop crosses that hop
+first, so its last byte leaves hop k after Σ_{j ≤ k} q_j / C_k, the largest over k).
 
-Time steps adapt: while some queue is above KMIN, or some flow owes a cut, the model steps every
-RATE_DECREASE_INTERVAL; otherwise it jumps to the next instant anything can change — a flow's
-increase timer, a queue reaching KMIN, PFC's threshold or empty, a flow's last byte — so a flow at
-line rate on an idle path costs two events, and cost grows with the congested period, not with
-bytes.
+Time steps adapt: while some queue is above KMIN, or some flow owes a cut or awaits CNPs, the model
+steps every RATE_DECREASE_INTERVAL; otherwise it jumps to the next instant anything can change — a
+flow's increase timer, a queue reaching or leaving KMIN, PFC's threshold or empty, a flow's last
+byte — so a flow at line rate on an idle path costs two events, and cost grows with the congested
+period, not with bytes. While every flow that marks or CNPs reach is at MIN_RATE (a cut then only
+restarts its increase timer: an incast's queues drain for hundreds of microseconds at the floor),
+the cuts are checked every RP_TIMER/32 instead, all the intervals' cuts at once, so the timer
+restarts up to that much late.
 
 Flows are the flow model's coflows (`flows.Flow`: the transfers of one phase), but here each of their
 sub-flows — one per path the phase plan lists (`PhasePlan.paths`) — is a queue pair with its own RP
@@ -55,20 +79,24 @@ exactly what each of their members would.
 
 Left out: per-packet randomness (ECN marks are taken in expectation), the NP's CNP pacing (ns-3's
 receiver marks its ACK per marked packet; the RP's decrease interval is the only pacing), PFC
-headroom, reserve and the buffer shared by a switch's ports, PFC pauses spreading upstream
-hop by hop (a pause holds back the senders directly), and queues at hosts.
+headroom, reserve and the buffer shared by a switch's ports (each queue's threshold counts only its
+own bytes), a host's other flows held back by a pause of its port (only the flows through the
+paused queue are), a backlog whose senders have all finished (its bytes count in their completion
+times, but pass on to no further queue), and queues at hosts.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+from collections import deque
 from dataclasses import dataclass
 
 from astra_hetero.backends.embedded.network.flows import NEVER_NS, Flow
 from astra_hetero.backends.embedded.rundir.dcqcn_config import DcqcnParams
 
 _EPS = 1e-9
+_PFC_ROUNDS = 16  # PFC's pause pattern is solved by repeated passes, downstream first; a few suffice
 
 
 @dataclass(frozen=True)
@@ -106,6 +134,9 @@ class _Sub:
         "credit",
         "ready",
         "x",
+        "out",
+        "back",
+        "pending",
         "done_at",
     )
 
@@ -123,6 +154,10 @@ class _Sub:
         self.alpha, self.stage, self.timer_at, self.first_cnp = 1.0, 0, NEVER_NS, True
         self.credit = self.ready = 0.0
         self.x = 0.0  # the rate it injects at now (bytes per ns)
+        self.out: list[tuple[int, float]] = []  # (queued link, its rate leaving it): what the queue marks
+        self.back: list[int] = []  # the queued links its ACKs (and CNPs) cross on the way back
+        # CNPs on their way: (when they arrive, expected CNPs, α's share of them), oldest first
+        self.pending: deque[tuple[float, float, float]] = deque()
         self.done_at = NEVER_NS
 
 
@@ -175,6 +210,7 @@ class DcqcnNetwork:
         links: list[FluidLink],
         params: DcqcnParams,
         link_of: dict[int, int] | None = None,
+        reverse: list[int] | None = None,
     ) -> None:
         if len(links) < len(capacities):  # links past the described ones (background caps): host-like
             links = [*links, *[FluidLink(False, -1.0)] * (len(capacities) - len(links))]
@@ -182,9 +218,12 @@ class DcqcnNetwork:
         self.links = links
         self.p = params
         self.link_of = link_of
+        self.reverse = reverse  # engine link -> the link back (-1: none): where ACKs and CNPs return
         self.queue = [0.0] * len(capacities)
         self.arrival = [0.0] * len(capacities)
         self.paused = [False] * len(capacities)
+        # the share of its time a link may send: below 1 while PFC from the next switch pauses it
+        self.eff = [1.0] * len(capacities)
         self.pfc_at = [link.pfc for link in links] + [math.inf] * (len(capacities) - len(links))
         self.users: list[dict[_Sub, float]] = [{} for _ in capacities]
         self.subs: dict[_Sub, None] = {}  # sub-flows still sending
@@ -198,10 +237,15 @@ class DcqcnNetwork:
         self._levels = sorted({link.level for link in links})
         self._gain_per_ns = math.log1p(-params.ewma_gain) / params.alpha_resume_interval_ns
         self._tick = max(1, round(params.rate_decrease_interval_ns))
+        self._queued = [k for k, spec in enumerate(links) if spec.queued]
+        self._coarse = self._tick * max(1, int(params.rp_timer_ns / 32 // self._tick))
         self._dirty = True  # rates must be solved again
         self._by_level: list[list[tuple[_Sub, list[tuple[int, float, float]]]]] | None = []
         self._used: list[int] = []
         self._used_queues: list[int] = []  # queues some sub-flow crosses (others stay as they are)
+        # per queued link, what feeds it on each sub-flow's path: the links one level before (None:
+        # the sub-flow's own host, whose injection a pause holds back); downstream links first
+        self._feeders: list[tuple[int, list[tuple[_Sub, list[int] | None]]]] = []
         self._arrivals: list[tuple[int, int, _Sub]] = []  # heap: (arrival, seq, queue pair) of messages
         self._seq = 0
 
@@ -229,6 +273,10 @@ class DcqcnNetwork:
         links, levels, line = flow.routes[path]
         sub = _Sub(flow, links, levels, flow.message_bytes, line)
         sub.path, sub.message = path, flow.started[path]
+        if self.reverse is not None:
+            sub.back = [
+                r for r in (self.reverse[link] for link, _ in links) if r >= 0 and self.links[r].queued
+            ]
         flow.started[path] += 1
         flow.subs.append(sub)
         self.subs[sub] = None
@@ -247,7 +295,7 @@ class DcqcnNetwork:
         """Advance to `now` (a wakeup) and apply what is due then: cuts, increases, ends."""
         self._advance(now)
         self.num_steps += 1
-        if self.stepping and now % self._tick == 0:
+        if now % self._tick == 0:
             self._cuts(now)
         self._increases(now)
         arrivals = self._arrivals
@@ -325,23 +373,22 @@ class DcqcnNetwork:
         if dt <= 0:
             return
         p, queue, capacity, links = self.p, self.queue, self.capacity, self.links
-        arrival, pfc_at = self.arrival, self.pfc_at
-        # per queue above KMIN at either end of the interval: its mean marking chance and the share
-        # of what arrives that it drains
-        marking: dict[int, tuple[float, float]] = {}
+        arrival, pfc_at, eff = self.arrival, self.pfc_at, self.eff
+        # per queue above KMIN at either end of the interval: its mean marking chance
+        marking: dict[int, float] = {}
         for link in self._used_queues:
             old = queue[link]
             if arrival[link] or old:
                 spec = links[link]
-                q = min(max(old + (arrival[link] - capacity[link]) * dt, 0.0), max(pfc_at[link], old))
+                drain = capacity[link] * eff[link]  # less while the next switch pauses it
+                q = min(max(old + (arrival[link] - drain) * dt, 0.0), max(pfc_at[link], old))
                 queue[link] = q
                 if (q > 0) != (old > 0) or (q >= pfc_at[link] * (1 - 1e-6)) != (
                     old >= pfc_at[link] * (1 - 1e-6)
                 ):
                     self._dirty = True  # who passes what, or PFC, changes
                 if q > spec.kmin or old > spec.kmin:
-                    drained = min(1.0, capacity[link] / arrival[link]) if arrival[link] > 0 else 1.0
-                    marking[link] = ((_mark(spec, old) + _mark(spec, q)) / 2, drained)
+                    marking[link] = (_mark(spec, old) + _mark(spec, q)) / 2
         decay = math.exp(self._gain_per_ns * dt)
         alpha_packets = p.alpha_resume_interval_ns / p.payload_bytes  # packets per byte per ns, times ns
         cut_packets = p.rate_decrease_interval_ns / p.payload_bytes
@@ -349,26 +396,39 @@ class DcqcnNetwork:
             if sub.done_at != NEVER_NS:
                 continue
             sub.remaining -= sub.x * dt
-            # marks fall on the packets a queue sends (ns-3 marks at dequeue): the sub-flow's share of
-            # what the link drains, at each marking queue on its path; log of "no mark" per byte
+            # marks fall on the packets the sub-flow sends through each marking queue on its path
+            # (at most its share of the drain); log of "no mark" per ns
             unmarked = 0.0
             if marking:
-                for link, _ in sub.links:
-                    found = marking.get(link)
-                    if found is not None:
-                        prob, drained = found
+                for link, rate in sub.out:
+                    prob = marking.get(link)
+                    if prob is not None and rate > 0:
                         if prob >= 1:
                             unmarked = -math.inf
                             break
-                        unmarked += sub.x * drained * math.log1p(-prob)
-            if not unmarked:
-                if not sub.first_cnp:
-                    sub.alpha = sub.alpha * decay
-                continue
+                        unmarked += rate * math.log1p(-prob)
             if not sub.first_cnp:
-                sub.alpha = sub.alpha * decay + (1 - decay) * -math.expm1(unmarked * alpha_packets)
-            window = -math.expm1(unmarked * cut_packets)  # a CNP in a decrease interval
-            sub.credit += window * (dt / p.rate_decrease_interval_ns)
+                sub.alpha = sub.alpha * decay
+            if not unmarked:
+                continue
+            # the CNPs of these marks arrive once the marked packets have crossed the queues after
+            # the marking one and their ACKs the queues on the way back (ns-3's ACKs share the data
+            # packets' priority class, so they wait in the same queues)
+            delay = 0.0
+            after = False
+            for link, _ in sub.out:
+                if after:
+                    delay += queue[link] / capacity[link]
+                after = after or link in marking
+            for link in sub.back:
+                delay += queue[link] / capacity[link]
+            sub.pending.append(
+                (
+                    now + delay,
+                    -math.expm1(unmarked * cut_packets) * (dt / p.rate_decrease_interval_ns),
+                    (1 - decay) * -math.expm1(unmarked * alpha_packets),
+                )
+            )
         self.t = now
 
     def _cuts(self, now: int) -> None:
@@ -376,17 +436,29 @@ class DcqcnNetwork:
         for sub in self.subs:
             if sub.done_at != NEVER_NS:
                 continue
+            pending = sub.pending
+            while pending and pending[0][0] <= now:  # CNPs that have arrived
+                _, cnps, alpha = pending.popleft()
+                sub.credit += cnps
+                if not sub.first_cnp:
+                    sub.alpha = min(1.0, sub.alpha + alpha)
             if sub.ready >= 1:  # CNPs of marks made one interval ago have arrived
-                sub.credit -= 1
+                # one cut per interval; at MIN_RATE, checked every `_coarse` ns, the intervals since
+                # (each only restarts the timer)
+                owed = 1 if sub.rc > p.min_rate else int(sub.ready)
+                sub.credit -= owed
+                self.num_cuts += owed - 1
                 if sub.first_cnp:
                     sub.first_cnp, sub.alpha, sub.rt = False, 1.0, sub.rc
                 if p.clamp_target_rate or sub.stage:
                     sub.rt = sub.rc
-                sub.rc = max(p.min_rate, sub.rc * (1 - sub.alpha / 2))
+                rc = max(p.min_rate, sub.rc * (1 - sub.alpha / 2))
+                if rc != sub.rc:  # a cut at MIN_RATE restarts the timer and changes no rate
+                    sub.rc = rc
+                    self._dirty = True
                 sub.stage = 0
                 sub.timer_at = now + round(p.rp_timer_ns)
                 self.num_cuts += 1
-                self._dirty = True
             sub.ready = sub.credit
 
     def _increases(self, now: int) -> None:
@@ -440,17 +512,19 @@ class DcqcnNetwork:
         return finished
 
     def _drain_ns(self, sub: _Sub) -> int:
-        total = 0.0
+        """When the sub-flow's last byte, injected now, has left its path's queues (FIFO): every byte
+        queued before it on the path up to a hop must cross that hop first."""
+        total = ahead = 0.0
         for _, hops in sub.levels:
-            total += max(
-                self.queue[link] / self.capacity[link] if self.capacity[link] > 0 else 0.0
-                for link, _, _ in hops
-            )
+            ahead += max(self.queue[link] for link, _, _ in hops)
+            rate = min(self.capacity[link] for link, _, _ in hops)
+            if ahead > 0 and rate > 0:
+                total = max(total, ahead / rate)
         return max(0, _ceil(total))
 
     def _rates(self) -> None:
         """Each sub-flow's injection: its RC, held to its share of its host's (queue-less) links and,
-        where PFC pauses a queue, to what that queue drains."""
+        where PFC pauses, to what the paused hops let through."""
         if not self._dirty:
             return  # nothing that sets a rate changed since the last solution
         self._dirty = False
@@ -459,31 +533,36 @@ class DcqcnNetwork:
             self._structure()
         for sub in self.subs:
             sub.x = sub.rc
+        for link in self._used:  # PFC's pauses are solved anew (`_pfc`), from arrivals without them
+            self.eff[link] = 1.0
         for sub, share in self._shape().items():  # a host's link shared among the flows it sends
             sub.x = sub.rc * share
-        throttle = self._pfc()
-        if throttle:
-            for sub, share in throttle.items():
-                sub.x *= share
-            self._shape()
+        self._pfc()
 
     def _structure(self) -> None:
         """Which sub-flows cross which links, level by level (rebuilt when sub-flows come or go)."""
         arrival, users = self.arrival, self.users
-        for link in range(len(arrival)):
+        for link in self._used:  # only the links last crossed carry arrivals, pauses, users
             arrival[link] = 0.0
-        for u in users:
-            u.clear()
+            self.eff[link] = 1.0
+            users[link].clear()
         per_level: dict[float, list[tuple[_Sub, list[tuple[int, float, float]]]]] = {}
         used: dict[int, None] = {}
+        feeders: dict[int, list[tuple[_Sub, list[int] | None]]] = {}
         for sub in self.subs:
+            before: list[int] | None = None  # the queued links one level back (None: the host)
             for level, hops in sub.levels:
                 per_level.setdefault(level, []).append((sub, hops))
                 for link, _, w in hops:
                     users[link][sub] = w
                     used[link] = None
+                    if self.links[link].queued:
+                        feeders.setdefault(link, []).append((sub, before))
+                queued = [link for link, _, _ in hops if self.links[link].queued]
+                before = queued or None
         self._by_level = [per_level[level] for level in sorted(per_level)]
         self._used = list(used)
+        self._feeders = sorted(feeders.items(), key=lambda item: -self.links[item[0]].level)
         # ns-3 pauses an ingress whose share of the buffer reaches (B - used) / 8: with n ingresses
         # alike feeding one queue, at q = n B / (8 + n) (n = 1: the links' B/9)
         for link in used:
@@ -492,36 +571,68 @@ class DcqcnNetwork:
                 n = max(1.0, min(sum(users[link].values()), spec.ingress))
                 self.pfc_at[link] = spec.pfc * 9 * n / (8 + n)
         queue = self.queue  # queues still draining stay, with no arrival
-        self._used_queues = [
-            k for k, spec in enumerate(self.links) if spec.queued and (k in used or queue[k] > 0)
-        ]
+        self._used_queues = [k for k in self._queued if k in used or queue[k] > 0]
 
-    def _pfc(self) -> dict[_Sub, float]:
-        """Links whose queue is at the pause threshold and still filling hold their senders back to
-        what they drain; each pause that starts is counted."""
-        capacity, queue, users, arrival = self.capacity, self.queue, self.users, self.arrival
-        throttle: dict[_Sub, float] = {}
+    def _pfc(self) -> None:
+        """PFC, hop by hop: a queue at its pause threshold and still filling pauses what feeds it, so
+        that it receives only what it drains. A paused switch link sends that share of its time (all
+        its flows alike: the pause is per port), so its own queue grows, reaches its threshold and
+        pauses the link before it in turn; a paused host sends only what the first hop takes. Solved
+        downstream first, repeated until no queue at its threshold receives more than it drains."""
+        capacity, queue, arrival, eff, pfc_at = self.capacity, self.queue, self.arrival, self.eff, self.pfc_at
+        pausing: set[int] = set()
+        for _ in range(_PFC_ROUNDS):
+            throttle: dict[_Sub, float] = {}
+            for link, feeders in self._feeders:
+                drain = capacity[link] * eff[link]
+                if queue[link] < pfc_at[link] * (1 - 1e-6) or arrival[link] <= drain * (1 + _EPS):
+                    continue
+                pausing.add(link)
+                share = drain / arrival[link]
+                sending: dict[int, float] = {}  # a feeding link's new sending share
+                for sub, before in feeders:
+                    if before is None:
+                        throttle[sub] = min(throttle.get(sub, 1.0), share)
+                        continue
+                    for up in before:
+                        out = capacity[up] * eff[up]
+                        if queue[up] <= 0:
+                            out = min(out, arrival[up])
+                        sending[up] = min(sending.get(up, eff[up]), out * share / capacity[up])
+                for up, value in sending.items():
+                    eff[up] = value
+            if not pausing or (
+                not throttle
+                and not any(
+                    queue[k] >= pfc_at[k] * (1 - 1e-6) and arrival[k] > capacity[k] * eff[k] * (1 + _EPS)
+                    for k in pausing
+                )
+            ):
+                break
+            for sub, share in throttle.items():
+                sub.x *= share
+            self._shape()
         for link in self._used_queues:
-            full = queue[link] >= self.pfc_at[link] * (1 - 1e-6)
-            if full and arrival[link] > capacity[link] * (1 + _EPS):
+            if link in pausing:
                 if not self.paused[link]:
                     self.paused[link] = True
                     self.pfc_pauses += 1
-                share = capacity[link] / arrival[link]
-                for sub in users[link]:
-                    throttle[sub] = min(throttle.get(sub, 1.0), share)
-            elif not full:
+            elif queue[link] < pfc_at[link] * (1 - 1e-6):
                 self.paused[link] = False
-        return throttle
 
     def _shape(self) -> dict[_Sub, float]:
-        """Arrival per link with each sub-flow shaped by the links before it on its path (a link with
-        a queue, or overloaded, passes C/A of what arrives); returns each sub-flow's share of the
-        queue-less links it crosses (hosts' links: how fast it can inject)."""
-        arrival, capacity, queue, links = self.arrival, self.capacity, self.queue, self.links
+        """Arrival per link with each sub-flow shaped by the links before it on its path: a link with
+        a backlog sends at its rate C (times the share of its time PFC leaves it), each flow C/A of
+        what it brings; one without passes what arrives, C/A of it when overloaded. Returns each
+        sub-flow's share of the queue-less links it crosses first (its host's: how fast it can
+        inject), and notes each sub-flow's rate out of each queue it crosses (`out`)."""
+        arrival, capacity, queue, links, eff = self.arrival, self.capacity, self.queue, self.links, self.eff
         for link in self._used:
             arrival[link] = 0.0
-        factor = {sub: sub.x for sub in self.subs}
+        factor = {}
+        for sub in self.subs:
+            factor[sub] = sub.x
+            sub.out = []
         share_of: dict[_Sub, float] = {}
         for entries in self._by_level:  # type: ignore[union-attr]
             for sub, hops in entries:
@@ -529,46 +640,71 @@ class DcqcnNetwork:
                 for link, _, w in hops:
                     arrival[link] += w * rate
             for sub, hops in entries:
-                share = 1.0
+                rate = factor[sub]
+                share = math.inf
                 for link, _, _ in hops:
-                    a = arrival[link]
-                    if a > capacity[link] * (1 + _EPS) or (queue[link] > 0 and a > 0):
-                        share = min(share, capacity[link] / a)
-                if share < 1:
-                    if not links[hops[0][0]].queued:
-                        share_of[sub] = min(share_of.get(sub, 1.0), share)
-                    factor[sub] *= share
+                    a, c = arrival[link], capacity[link] * eff[link]
+                    if links[link].queued and queue[link] > 0 and a > 0:
+                        one = c / a  # a backlog: the link sends at its rate, in the mix that arrives
+                    elif a > c * (1 + _EPS):
+                        one = c / a
+                    else:
+                        one = 1.0
+                    if links[link].queued:
+                        sub.out.append((link, rate * min(one, 1.0)))
+                    share = min(share, one)
+                if share < 1 and not links[hops[0][0]].queued:
+                    share_of[sub] = min(share_of.get(sub, 1.0), share)
+                factor[sub] = rate * share
         return share_of
 
     def _plan(self, now: int) -> None:
         """The next instant something changes: a cut check, an increase, a queue crossing a
-        threshold or emptying, a sub-flow's last byte."""
+        threshold or emptying, a sub-flow's last byte. Cut checks come every decrease interval while
+        a cut can change a rate; while every sub-flow that marks or CNPs reach sits at MIN_RATE, a cut
+        only restarts its increase timer, and the checks come every `_coarse` ns instead (its timer
+        then restarts up to that much late: 1/32 of RP_TIMER)."""
         links, queue, capacity = self.links, self.queue, self.capacity
         wake = NEVER_NS
         marking = False
+        marks: set[int] = set()
         for link in self._used_queues:
             spec = links[link]
-            q, net = queue[link], self.arrival[link] - capacity[link]
+            q, net = queue[link], self.arrival[link] - capacity[link] * self.eff[link]
             if q > spec.kmin and q > 0:
                 marking = True
+                marks.add(link)
             if net > _EPS * capacity[link]:
                 if q < spec.kmin:
                     wake = min(wake, now + _ceil((spec.kmin - q) / net) + 1)
                 if q < self.pfc_at[link]:
                     wake = min(wake, now + max(1, _ceil((self.pfc_at[link] - q) / net)))
             elif q > 0 and net < -_EPS * capacity[link]:
+                if q > spec.kmin:  # marking stops
+                    wake = min(wake, now + max(1, _ceil((q - spec.kmin) / -net) + 1))
                 wake = min(wake, now + max(1, _ceil(q / -net)))
+        tick = self._tick
+        floor = self.p.min_rate
+        live = False  # a sub-flow whose rate a cut can still change
         for sub in self.subs:
-            if sub.credit >= 1 or sub.ready >= 1:
+            owes = sub.credit >= 1 or sub.ready >= 1
+            if owes:
                 marking = True
+            if sub.rc > floor and (
+                owes or sub.pending or (marks and any(link in marks for link, _ in sub.out))
+            ):
+                live = True
+                if sub.pending:  # the tick at which its next CNPs count
+                    wake = min(wake, -(-_ceil(sub.pending[0][0]) // tick) * tick)
             wake = min(wake, sub.timer_at)
             if sub.x > 0:
                 wake = min(wake, now + max(1, _ceil(sub.remaining / sub.x)))
         if self._arrivals:
             wake = min(wake, self._arrivals[0][0])
         self.stepping = marking
-        if marking:
-            wake = min(wake, (now // self._tick + 1) * self._tick)
+        if marking or any(sub.pending for sub in self.subs):
+            every = tick if live else self._coarse
+            wake = min(wake, (now // every + 1) * every)
         self.wakeup_ns = wake if wake > now else now + 1
 
 

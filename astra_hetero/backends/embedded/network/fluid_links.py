@@ -168,11 +168,15 @@ def fluid_network(
         for bundle, cls in link_class.items():
             if not members[cls]:
                 members[cls] = bundles[bundle]
+    # ACKs return over the reverse of each directed link (topology.txt's line j gives links 2j, 2j+1)
+    engine_of = (lambda b: b) if link_class is None else (lambda b: link_class.get(b, -1))
+    reverse = [engine_of(router.bundle_of[group[0] ^ 1]) if group else -1 for group in members]
     return DcqcnNetwork(
         list(capacities),
         engine_fluid_links(per_link, members),
         inputs.params,
         dict(link_class) if link_class is not None else None,
+        reverse + [-1] * (len(capacities) - len(reverse)),
     )
 
 
