@@ -39,6 +39,7 @@ GRIDS = {
 
 
 STREAM = [0.0]  # bytes per microsecond of the GPU being fitted
+DRAM_CAP = [1.0]  # the largest DRAM fraction of the streaming rate: 1 / memory_efficiency
 
 
 def fit(samples, l2_bytes: float, row: bool, fixed: float | None = None) -> tuple[dict[str, float], float]:
@@ -50,6 +51,8 @@ def fit(samples, l2_bytes: float, row: bool, fixed: float | None = None) -> tupl
     measured = np.array([m for _, _, m in samples])
     in_l2 = nbytes <= l2_bytes
     dram_grid, l2_grid = np.array(GRIDS["dram"]), np.array(GRIDS["l2"])
+    # nothing streams from DRAM faster than the datasheet's rate: hbm_tbps = streaming / memory_efficiency
+    dram_grid = dram_grid[dram_grid <= DRAM_CAP[0] + 1e-9]
     best: tuple[float, dict[str, float]] = (np.inf, {})
     for f in GRIDS["fixed"] if fixed is None else [fixed]:
         for r in GRIDS["row"] if row else [0.0]:
@@ -80,6 +83,7 @@ def main() -> None:
     for gpu_key, preset in GPUS.items():
         gpu = GpuSpec.model_validate({"preset": preset})
         STREAM[0] = gpu.effective_bytes_per_ns * 1e3
+        DRAM_CAP[0] = 1.0 / gpu.memory_efficiency
         samples: dict[str, list[tuple[float, int, float]]] = {}
         for r in _rows():
             if r["gpu"] != gpu_key or r["model"] != args.calibration:

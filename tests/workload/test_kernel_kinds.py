@@ -118,3 +118,10 @@ def test_megatrons_own_layer_normalises_with_apex_where_it_was_measured_and_the_
     norm = next(s for s in layer_forward(own) if isinstance(s, Op) and s.name == "norm_attn")
     rate = a100.gpu.effective_bytes_per_ns * 0.50
     assert a100.time_ns(norm) == pytest.approx(apex.fixed_us * 1e3 + norm.bytes / rate)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_no_kind_streams_from_dram_faster_than_the_datasheet(preset):
+    gpu = model(preset).gpu
+    for kind in kernel_catalog()[gpu.architecture].values():
+        assert kind.bandwidth_fraction_at(1e12) * gpu.effective_bytes_per_ns <= gpu.hbm_tbps * 1e3 * 1.0001
