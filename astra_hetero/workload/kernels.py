@@ -88,7 +88,13 @@ class KernelKind:
 @cache
 def kernel_catalog() -> dict[str, dict[str, KernelKind]]:
     """architecture -> kind -> measured figures."""
-    text = resources.files("astra_hetero.spec").joinpath("catalog/kernels.yaml").read_text()
+    return parse_kernel_catalog(
+        resources.files("astra_hetero.spec").joinpath("catalog/kernels.yaml").read_text()
+    )
+
+
+def parse_kernel_catalog(text: str) -> dict[str, dict[str, KernelKind]]:
+    """kernels.yaml's text -> architecture -> kind -> figures; ValueError naming what is wrong."""
     catalog: dict[str, dict[str, KernelKind]] = {}
     for architecture, kinds in yaml.safe_load(text).items():
         unknown = sorted(set(kinds) - set(KINDS) - set(ARCHITECTURE_KEYS))

@@ -125,3 +125,19 @@ def test_no_kind_streams_from_dram_faster_than_the_datasheet(preset):
     gpu = model(preset).gpu
     for kind in kernel_catalog()[gpu.architecture].values():
         assert kind.bandwidth_fraction_at(1e12) * gpu.effective_bytes_per_ns <= gpu.hbm_tbps * 1e3 * 1.0001
+
+
+def test_a_catalog_whose_l2_rate_is_below_its_dram_rate_or_that_names_an_unknown_kind_is_refused():
+    from astra_hetero.workload.kernels import parse_kernel_catalog
+
+    slow_l2 = (
+        "ampere:\n  l2_resident_mib: 24\n"
+        "  norm: {bandwidth_fraction: 0.5, l2_bandwidth_fraction: 0.4, fixed_us: 1}\n"
+    )
+    with pytest.raises(ValueError, match=r"ampere\.norm: l2_bandwidth_fraction below bandwidth_fraction"):
+        parse_kernel_catalog(slow_l2)
+    with pytest.raises(ValueError, match=r"unknown kinds \['norms'\]"):
+        parse_kernel_catalog("ampere:\n  norms: {fixed_us: 1}\n")
+    good = parse_kernel_catalog(slow_l2.replace("0.4", "0.6"))
+    assert good["ampere"]["norm"].bandwidth_fraction_at(2**20) == 0.6  # within 24 MiB: the L2 rate
+    assert good["ampere"]["norm"].bandwidth_fraction_at(25 * 2**20) == 0.5
