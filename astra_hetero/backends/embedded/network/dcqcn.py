@@ -381,7 +381,13 @@ class DcqcnNetwork:
             if arrival[link] or old:
                 spec = links[link]
                 drain = capacity[link] * eff[link]  # less while the next switch pauses it
-                q = min(max(old + (arrival[link] - drain) * dt, 0.0), max(pfc_at[link], old))
+                # clamped to [0, max(PFC level, old)] (conditionals: this loop is the model's hot path)
+                q = old + (arrival[link] - drain) * dt
+                if q < 0.0:
+                    q = 0.0
+                top = pfc_at[link] if pfc_at[link] > old else old
+                if q > top:
+                    q = top
                 queue[link] = q
                 if (q > 0) != (old > 0) or (q >= pfc_at[link] * (1 - 1e-6)) != (
                     old >= pfc_at[link] * (1 - 1e-6)
@@ -651,8 +657,9 @@ class DcqcnNetwork:
                     else:
                         one = 1.0
                     if links[link].queued:
-                        sub.out.append((link, rate * min(one, 1.0)))
-                    share = min(share, one)
+                        sub.out.append((link, rate * one if one < 1.0 else rate))
+                    if one < share:
+                        share = one
                 if share < 1 and not links[hops[0][0]].queued:
                     share_of[sub] = min(share_of.get(sub, 1.0), share)
                 factor[sub] = rate * share
