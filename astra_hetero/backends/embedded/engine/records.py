@@ -23,6 +23,9 @@ class Comm:
         "recv",
         "arrived",
         "instances",
+        "expected",
+        "flow",
+        "parked",
     )
 
     def __init__(
@@ -39,6 +42,12 @@ class Comm:
         self.end_ns = -1
         self.recv = -1
         self.arrived = False
+        # a collective whose members start their parts on their own issue (`engine.static`): the
+        # members it waits for, its first phase's flow while members join, whether a later phase
+        # waits for the last of them
+        self.expected = 0
+        self.flow: object = None
+        self.parked = False
 
 
 @dataclass(frozen=True)

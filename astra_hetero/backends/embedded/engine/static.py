@@ -327,9 +327,50 @@ class Engine(HostLane):
             )
         nodes = comm.nodes
         nodes.append(g)
-        if len(nodes) == self.group_expected[group]:
+        expected = self.group_expected[group]
+        if len(nodes) == 1 and self.fluid:
+            comm.expected = expected if self._per_member(comm) else 0
+        if comm.expected:
+            self._join(comm, g, now)
+            if len(nodes) == expected:
+                del self.forming[key]
+                if comm.parked:  # its first phase ended before this member joined
+                    comm.parked = False
+                    self._start_phase(comm, now)
+            return
+        if len(nodes) == expected:
             del self.forming[key]
             self._start_comm(comm, now)
+
+    # --- per-member start (the fluid network under ASTRA-sim's rules) -------------------------------
+    def _per_member(self, comm: Comm) -> bool:
+        """Whether each member starts its part of the collective on its own issue: its first phase
+        moves bytes on the fluid network and names each path's sender (`PhasePlan.senders`)."""
+        phase = comm.plan[0] if comm.plan else None
+        return (
+            phase is not None
+            and bool(phase.links)
+            and len(phase.senders) == len(phase.paths) > 0
+            and comm.size * phase.bytes_fraction > 0
+        )
+
+    def _join(self, comm: Comm, g: int, now: int) -> None:
+        """Member `g` issued a per-member collective: its communication is under way from now, and
+        the first phase's paths it sends go (the first member creates the phase's flow with the
+        other members' paths held)."""
+        rank = self.rank_of[g]
+        self.start_ns[g] = now
+        self._begin_comm(rank, now)
+        phase = comm.plan[0]
+        rows = self.comm.rows
+        senders = [rows[s] if rows else s for s in phase.senders]
+        if comm.flow is None:
+            comm.start_ns = now
+            self._start_phase(comm, now, [s != rank for s in senders])
+            return
+        mine = [p for p, s in enumerate(senders) if s == rank]
+        if mine and comm.phase == 0:
+            self._push_flows(self.net.release(comm.flow, mine, now), now)  # type: ignore[union-attr]
 
     def _start_comm(self, comm: Comm, now: int) -> None:
         """Start every member's node (`_begin_comm`, inlined: it runs once per member)."""
@@ -348,7 +389,9 @@ class Engine(HostLane):
             active[rank] += 1
         self._start_phase(comm, now)
 
-    def _start_phase(self, comm: Comm, now: int) -> None:
+    def _start_phase(self, comm: Comm, now: int, held: list[bool] | None = None) -> None:
+        """Start the collective's current phase; `held`: per path of a per-member collective's first
+        phase, whether its sender has yet to join."""
         if comm.phase == len(comm.plan):
             self._finish_comm(comm, now)
             return
@@ -361,7 +404,13 @@ class Engine(HostLane):
         flow = self.flow_type(phase.links, num_bytes, comm, phase.solo_rate)
         if self.fluid:
             flow.paths, flow.messages, flow.after = phase.paths, phase.messages, phase.after  # type: ignore[attr-defined]
-        changed = self.net.add(flow, now)
+            if held is not None:
+                flow.held = held  # type: ignore[attr-defined]
+                comm.flow = flow
+        self._push_flows(self.net.add(flow, now), now)
+
+    def _push_flows(self, changed: list[Flow], now: int) -> None:
+        """Queue the completions the network now knows (and the fluid network's next step)."""
         push = self.queue.push
         for flow in changed:
             push(flow.finish_time(now), events.FLOW_DONE, (flow, flow.version))
@@ -383,6 +432,9 @@ class Engine(HostLane):
 
     def _phase_done(self, comm: Comm, now: int) -> None:
         comm.phase += 1
+        if comm.expected and len(comm.nodes) < comm.expected:
+            comm.parked = True  # a member without a path of the first phase has yet to join
+            return
         self._start_phase(comm, now)
 
     def _finish_comm(self, comm: Comm, now: int) -> None:

@@ -96,6 +96,12 @@ from astra_hetero.backends.embedded.network.flows import NEVER_NS, Flow
 from astra_hetero.backends.embedded.rundir.dcqcn_config import DcqcnParams
 
 _EPS = 1e-9
+# A queue holding less than one byte that does not fill (arrival at most its drain, up to float noise)
+# is empty: the integration leaves rounding residues (1e-10 bytes: at the wakeup planned for its last
+# byte, or fed at its own rate by a backlogged link before it), which would make the link pass traffic
+# at its full rate as if it had a backlog to drain, and differ between a folded link class and its
+# members.
+_LAST_BYTE = 1.0
 _PFC_ROUNDS = 16  # PFC's pause pattern is solved by repeated passes, downstream first; a few suffice
 
 
@@ -179,6 +185,7 @@ class FluidFlow(Flow):
         "routes",
         "started",
         "arrived",
+        "held",
     )
 
     def __init__(
@@ -194,6 +201,8 @@ class FluidFlow(Flow):
         self.routes: list[tuple[list[tuple[int, float]], list, float]] = []  # per path: links, levels, line
         self.started: list[int] = []  # per path: messages started
         self.arrived: list[int] = []  # per path: messages arrived
+        # per path: held back until its sender joins (`DcqcnNetwork.release`); empty: none held
+        self.held: list[bool] = []
 
     def finish_time(self, now: int) -> int:
         return self.done_at
@@ -264,9 +273,32 @@ class DcqcnNetwork:
             flow.routes.append((links, sorted(by_level.items()), self._line(links)))
         flow.started = [0] * len(flow.routes)
         flow.arrived = [0] * len(flow.routes)
+        if len(flow.held) != len(flow.routes):
+            flow.held = [False] * len(flow.routes)
         for path in range(len(flow.routes)):
-            self._start(flow, path)
+            if not flow.held[path]:
+                self._start(flow, path)
         return self._settle(now)
+
+    def release(self, flow: FluidFlow, paths: list[int], now: int) -> list[Flow]:
+        """Let held paths of `flow` go (their sender has joined the collective): each sends its first
+        message and, where its predecessor's messages have already arrived, the ones they release
+        (ASTRA-sim's ring: a receive that found its message waiting completes at once)."""
+        self._advance(now)
+        for path in paths:
+            if not flow.held[path]:
+                continue
+            flow.held[path] = False
+            self._start_released(flow, path)
+        return self._settle(now)
+
+    def _start_released(self, flow: FluidFlow, path: int) -> None:
+        """Start the path's messages its predecessor's arrivals allow (at least its first)."""
+        after = flow.after
+        before = after[path] if path < len(after) and after[path] >= 0 else path
+        allowed = min(flow.messages, flow.arrived[before] + 1)
+        while flow.started[path] < allowed:
+            self._start(flow, path)
 
     def _start(self, flow: FluidFlow, path: int) -> None:
         """The path's next message, on a new queue pair."""
@@ -305,7 +337,7 @@ class DcqcnNetwork:
             flow.arrived[sub.path] += 1  # messages of one path may arrive out of order: count them
             for path in range(len(flow.routes)):
                 before = flow.after[path] if path < len(flow.after) and flow.after[path] >= 0 else path
-                if before == sub.path:
+                if before == sub.path and not flow.held[path]:
                     while flow.started[path] < min(flow.messages, flow.arrived[before] + 1):
                         self._start(flow, path)
         return self._settle(now)
@@ -383,8 +415,8 @@ class DcqcnNetwork:
                 drain = capacity[link] * eff[link]  # less while the next switch pauses it
                 # clamped to [0, max(PFC level, old)] (conditionals: this loop is the model's hot path)
                 q = old + (arrival[link] - drain) * dt
-                if q < 0.0:
-                    q = 0.0
+                if q < _LAST_BYTE and arrival[link] <= drain * (1 + _EPS):
+                    q = 0.0  # drained: what float rounding leaves of it is no backlog (see _LAST_BYTE)
                 top = pfc_at[link] if pfc_at[link] > old else old
                 if q > top:
                     q = top

@@ -81,6 +81,7 @@ class IdealCommPlanner:
             tuple(paths),
             max(1, steps),
             _predecessors(routed),
+            tuple(src for src, _ in routed),
         )
 
 

@@ -31,6 +31,9 @@ class PhasePlan:
     # per path, the path whose message m must have arrived before this one sends message m + 1 (a
     # ring node forwards what its predecessor sent, as ASTRA-sim's ring does); -1: its own
     after: tuple[int, ...] = ()
+    # per path, the rank that sends it (the member whose issue lets its first message go, under
+    # ASTRA-sim's per-rank start; see `engine.static`); empty: unknown (the phase waits for every member)
+    senders: tuple[int, ...] = ()
 
 
 class CommPlanner(Protocol):
