@@ -26,6 +26,8 @@ class Comm:
         "expected",
         "flow",
         "parked",
+        "incoming",
+        "ended",
     )
 
     def __init__(
@@ -48,6 +50,10 @@ class Comm:
         self.expected = 0
         self.flow: object = None
         self.parked = False
+        # ... and, where each member's part ends on its own, the paths still to arrive per simulated
+        # rank and the member nodes already ended
+        self.incoming: dict[int, int] | None = None
+        self.ended: set[int] = set()
 
 
 @dataclass(frozen=True)

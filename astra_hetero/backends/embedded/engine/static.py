@@ -127,10 +127,7 @@ class Engine(HostLane):
     def _net_step(self, wake: int, now: int) -> None:
         if wake != self.net.wakeup_ns:  # type: ignore[union-attr]
             return  # superseded: the network replanned since
-        push = self.queue.push
-        for flow in self.net.step(now):  # type: ignore[union-attr]
-            push(flow.finish_time(now), events.FLOW_DONE, (flow, flow.version))
-        self._schedule_net()
+        self._push_flows(self.net.step(now), now)  # type: ignore[union-attr]
 
     def _schedule_net(self) -> None:
         wake = self.net.wakeup_ns  # type: ignore[union-attr]
@@ -407,42 +404,82 @@ class Engine(HostLane):
             if held is not None:
                 flow.held = held  # type: ignore[attr-defined]
                 comm.flow = flow
+                if len(comm.plan) == 1 and len(phase.receivers) == len(phase.paths):
+                    rows = self.comm.rows
+                    incoming: dict[int, int] = {}
+                    for r in phase.receivers:
+                        row = rows[r] if rows else r
+                        incoming[row] = incoming.get(row, 0) + 1
+                    comm.incoming = incoming
+                    flow.path_ends = []  # type: ignore[attr-defined]
         self._push_flows(self.net.add(flow, now), now)
 
     def _push_flows(self, changed: list[Flow], now: int) -> None:
-        """Queue the completions the network now knows (and the fluid network's next step)."""
+        """Queue the completions the network now knows (and the fluid network's next step), and the
+        ends of members' parts whose last incoming message's arrival is now known."""
         push = self.queue.push
         for flow in changed:
             push(flow.finish_time(now), events.FLOW_DONE, (flow, flow.version))
         if self.fluid:
             self._schedule_net()
+            arrived = self.net.paths_done  # type: ignore[union-attr]
+            if arrived:
+                for flow, path, at in arrived:
+                    self._path_arrives(flow.owner, path, at)  # type: ignore[arg-type]
+                arrived.clear()
+
+    def _path_arrives(self, comm: Comm, path: int, at: int) -> None:
+        """A path of a per-member collective delivers its last message at `at`: once every path into
+        its receiver has, that member's part ends after the phase's tail (ASTRA-sim: a rank's ring
+        ends with its last receive; its last send may still be on its way)."""
+        phase = comm.plan[0]
+        r = phase.receivers[path]
+        row = self.comm.rows[r] if self.comm.rows else r
+        left = comm.incoming[row] - 1  # type: ignore[index]
+        comm.incoming[row] = left  # type: ignore[index]
+        if not left:
+            tail = phase.latency_ns + round(comm.size * phase.memory_ns_per_byte)
+            self.queue.push(at + tail, events.PHASE_DONE, (comm, row))
+
+    def _member_ends(self, comm: Comm, row: int, now: int) -> None:
+        """End the member nodes of simulated rank `row` (`_end_comm`, then complete them)."""
+        if comm.end_ns >= 0:
+            return  # the whole collective ended at this instant already
+        for g in comm.nodes:
+            if self.rank_of[g] == row and g not in comm.ended:
+                comm.ended.add(g)
+                self._end_comm(row, now)
+                self._complete(g, now)
+                if self.comm_limit:
+                    self._release_comm([g], now)
 
     def _flow_done(self, flow: Flow, now: int) -> None:
         flow.version = -1  # later events of this flow are stale
-        changed = self.net.remove(flow, now)
-        push = self.queue.push
-        for other in changed:
-            push(other.finish_time(now), events.FLOW_DONE, (other, other.version))
-        if self.fluid:
-            self._schedule_net()
+        self._push_flows(self.net.remove(flow, now), now)
         comm: Comm = flow.owner  # type: ignore[assignment]
         # what a phase costs after its data has moved: per-step latencies and reduction through memory
         phase = comm.plan[comm.phase]
-        push(now + phase.latency_ns + round(comm.size * phase.memory_ns_per_byte), events.PHASE_DONE, comm)
+        self.queue.push(
+            now + phase.latency_ns + round(comm.size * phase.memory_ns_per_byte), events.PHASE_DONE, comm
+        )
 
-    def _phase_done(self, comm: Comm, now: int) -> None:
-        comm.phase += 1
-        if comm.expected and len(comm.nodes) < comm.expected:
-            comm.parked = True  # a member without a path of the first phase has yet to join
+    def _phase_done(self, comm: Comm | tuple[Comm, int], now: int) -> None:
+        if type(comm) is tuple:  # one member's part of a per-member collective
+            self._member_ends(comm[0], comm[1], now)
             return
-        self._start_phase(comm, now)
+        comm.phase += 1  # type: ignore[union-attr]
+        if comm.expected and len(comm.nodes) < comm.expected:  # type: ignore[union-attr]
+            comm.parked = True  # type: ignore[union-attr]  # a member without a path has yet to join
+            return
+        self._start_phase(comm, now)  # type: ignore[arg-type]
 
     def _finish_comm(self, comm: Comm, now: int) -> None:
         """End every member's node (`_end_comm`, inlined: it runs once per member) and complete it."""
         comm.end_ns = now
         self.done.append(comm)
         rank_of, last_ns, active, complete = self.rank_of, self.last_ns, self.active, self._complete
-        for g in comm.nodes:
+        nodes = [g for g in comm.nodes if g not in comm.ended] if comm.ended else comm.nodes
+        for g in nodes:
             rank = rank_of[g]
             elapsed = now - last_ns[rank]
             if elapsed:
@@ -454,7 +491,7 @@ class Engine(HostLane):
             active[rank] -= 1
             complete(g, now)
         if self.comm_limit:
-            self._release_comm(comm.nodes, now)
+            self._release_comm(nodes, now)
         comm.arrived = True  # a transfer: its recv, when issued from now on, completes at once
         if comm.recv >= 0:  # a transfer whose recv was issued before the data arrived
             self._end_comm(self.rank_of[comm.recv], now)

@@ -186,6 +186,7 @@ class FluidFlow(Flow):
         "started",
         "arrived",
         "held",
+        "path_ends",
     )
 
     def __init__(
@@ -203,6 +204,9 @@ class FluidFlow(Flow):
         self.arrived: list[int] = []  # per path: messages arrived
         # per path: held back until its sender joins (`DcqcnNetwork.release`); empty: none held
         self.held: list[bool] = []
+        # per path: (messages whose last byte is known to arrive, the latest such arrival); None: the
+        # flow reports no path ends (`DcqcnNetwork.paths_done`)
+        self.path_ends: list[list[int]] | None = None
 
     def finish_time(self, now: int) -> int:
         return self.done_at
@@ -256,6 +260,9 @@ class DcqcnNetwork:
         # the sub-flow's own host, whose injection a pause holds back); downstream links first
         self._feeders: list[tuple[int, list[tuple[_Sub, list[int] | None]]]] = []
         self._arrivals: list[tuple[int, int, _Sub]] = []  # heap: (arrival, seq, queue pair) of messages
+        # (flow, path, instant its last message arrives) of flows with `path_ends`, for the engine to
+        # take (and clear) after each call
+        self.paths_done: list[tuple[FluidFlow, int, int]] = []
         self._seq = 0
 
     # --- the flow model's interface ----------------------------------------------------------------
@@ -275,6 +282,8 @@ class DcqcnNetwork:
         flow.arrived = [0] * len(flow.routes)
         if len(flow.held) != len(flow.routes):
             flow.held = [False] * len(flow.routes)
+        if flow.path_ends is not None:
+            flow.path_ends = [[0, 0] for _ in flow.routes]
         for path in range(len(flow.routes)):
             if not flow.held[path]:
                 self._start(flow, path)
@@ -534,6 +543,14 @@ class DcqcnNetwork:
             if sub.message + 1 < sub.flow.messages:  # its arrival lets the next messages go
                 self._seq += 1
                 heapq.heappush(self._arrivals, (max(sub.done_at, now + 1), self._seq, sub))
+        for sub in ended:
+            ends = sub.flow.path_ends
+            if ends is not None:  # the path's last message arrives: its receiver's part may end
+                entry = ends[sub.path]
+                entry[0] += 1
+                entry[1] = max(entry[1], sub.done_at)
+                if entry[0] == sub.flow.messages:
+                    self.paths_done.append((sub.flow, sub.path, entry[1]))
         for flow in dict.fromkeys(sub.flow for sub in ended):
             complete = all(n == flow.messages for n in flow.started)
             if complete and all(sub.done_at != NEVER_NS for sub in flow.subs):

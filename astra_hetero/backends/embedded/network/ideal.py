@@ -82,6 +82,7 @@ class IdealCommPlanner:
             max(1, steps),
             _predecessors(routed),
             tuple(src for src, _ in routed),
+            tuple(dst for _, dst in routed),
         )
 
 

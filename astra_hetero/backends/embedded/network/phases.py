@@ -34,6 +34,9 @@ class PhasePlan:
     # per path, the rank that sends it (the member whose issue lets its first message go, under
     # ASTRA-sim's per-rank start; see `engine.static`); empty: unknown (the phase waits for every member)
     senders: tuple[int, ...] = ()
+    # per path, the rank it delivers to (whose part of the collective ends with that path's last
+    # message, under ASTRA-sim's rules); empty: unknown (every member ends with the phase)
+    receivers: tuple[int, ...] = ()
 
 
 class CommPlanner(Protocol):
