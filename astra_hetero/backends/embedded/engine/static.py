@@ -9,12 +9,23 @@ Semantics
   has issued it. A send starts transferring as soon as it is issued; it completes when its data has
   arrived. The matching recv (same src, dst, tag, in issue order) completes when the data has arrived
   and the recv has been issued.
+- Per-member collectives (the DCQCN fluid network, `network.dcqcn`, under ASTRA-sim's rules): where
+  the collective's first phase moves bytes and names each path's sender (`PhasePlan.senders`), a
+  member's paths start as soon as that member has issued it — ASTRA-sim starts each rank's stream of
+  a collective when that rank's system issues it (Ring::run, StreamInit), and a ring node sends on
+  as it receives (later messages keep the `PhasePlan.after` chain). A one-phase collective whose plan
+  names each path's receiver also ends member by member: a member's part ends with the arrival of
+  the last message into it (plus the phase's tail), as ASTRA-sim's ring ends a rank's stream on its
+  last receive without waiting for its own last send to be delivered (Ring::ready, Ring::iteratable);
+  the collective ends when its last message has arrived. A later phase starts only once every member
+  has issued. The flow model keeps the rule above.
 - Time accounting per rank, over [0, iteration]: `compute` is time running a compute node;
   `exposed` is time with no compute running while at least one communication of the rank is under
-  way — a collective from its start (all members issued) to its end, a send from its issue to its
-  arrival, a recv from max(its issue, the send's issue) to the arrival; `idle` is the rest
-  (iteration − compute − exposed): dependency stalls, pipeline bubbles, waiting for peers that have
-  not issued yet, and the tail after the rank's last node while slower ranks finish.
+  way — a collective from its start (all members issued; for a per-member collective, from the
+  member's own issue) to its end (for a per-member collective, the member's own end), a send from its
+  issue to its arrival, a recv from max(its issue, the send's issue) to the arrival; `idle` is the
+  rest (iteration − compute − exposed): dependency stalls, pipeline bubbles, waiting for peers that
+  have not issued yet, and the tail after the rank's last node while slower ranks finish.
 """
 
 from __future__ import annotations
