@@ -66,8 +66,11 @@ flow's increase timer, a queue reaching or leaving KMIN, PFC's threshold or empt
 byte — so a flow at line rate on an idle path costs two events, and cost grows with the congested
 period, not with bytes. While every flow that marks or CNPs reach is at MIN_RATE (a cut then only
 restarts its increase timer: an incast's queues drain for hundreds of microseconds at the floor),
-the cuts are checked every RP_TIMER/32 instead, all the intervals' cuts at once, so the timer
-restarts up to that much late.
+the cuts are checked every RP_TIMER/32 instead, all the intervals' cuts at once, the timer
+restarting from the decrease-interval tick at which the last of them would have been made (one
+interval after the CNP that completed it). Those coarse steps still integrate marks, CNP delays and
+queues over longer intervals: study 4's 32-GPU and shared-NIC points move by +7 and +4 points when
+every step is a decrease interval (docs/network.md).
 
 Flows are the flow model's coflows (`flows.Flow`: the transfers of one phase), but here each of their
 sub-flows — one per path the phase plan lists (`PhasePlan.paths`) — is a queue pair with its own RP
@@ -139,6 +142,8 @@ class _Sub:
         "first_cnp",
         "credit",
         "ready",
+        "crossed_at",
+        "ready_crossed_at",
         "x",
         "out",
         "back",
@@ -159,6 +164,9 @@ class _Sub:
         self.rc = self.rt = self.line
         self.alpha, self.stage, self.timer_at, self.first_cnp = 1.0, 0, NEVER_NS, True
         self.credit = self.ready = 0.0
+        # when the CNP credit last reached a whole CNP (as of now, and as of the last check): where
+        # the cut checks are coarse (at MIN_RATE), when its last cut would have been made
+        self.crossed_at = self.ready_crossed_at = 0.0
         self.x = 0.0  # the rate it injects at now (bytes per ns)
         self.out: list[tuple[int, float]] = []  # (queued link, its rate leaving it): what the queue marks
         self.back: list[int] = []  # the queued links its ACKs (and CNPs) cross on the way back
@@ -485,13 +493,16 @@ class DcqcnNetwork:
                 continue
             pending = sub.pending
             while pending and pending[0][0] <= now:  # CNPs that have arrived
-                _, cnps, alpha = pending.popleft()
+                arrived, cnps, alpha = pending.popleft()
+                whole = math.floor(sub.credit)
                 sub.credit += cnps
+                if math.floor(sub.credit) > whole:
+                    sub.crossed_at = arrived
                 if not sub.first_cnp:
                     sub.alpha = min(1.0, sub.alpha + alpha)
             if sub.ready >= 1:  # CNPs of marks made one interval ago have arrived
                 # one cut per interval; at MIN_RATE, checked every `_coarse` ns, the intervals since
-                # (each only restarts the timer)
+                # (each only restarts the timer: from the tick of the last of them)
                 owed = 1 if sub.rc > p.min_rate else int(sub.ready)
                 sub.credit -= owed
                 self.num_cuts += owed - 1
@@ -504,9 +515,16 @@ class DcqcnNetwork:
                     sub.rc = rc
                     self._dirty = True
                 sub.stage = 0
-                sub.timer_at = now + round(p.rp_timer_ns)
+                last = now
+                if owed > 1 or now % self._coarse == 0 and rc == p.min_rate:
+                    # checked coarsely: the last of these cuts was due one check interval after the
+                    # CNP that completed it counted (at the decrease-interval tick after it arrived)
+                    tick = self._tick
+                    last = min(now, (-(-_ceil(sub.ready_crossed_at) // tick) + 1) * tick)
+                sub.timer_at = last + round(p.rp_timer_ns)
                 self.num_cuts += 1
             sub.ready = sub.credit
+            sub.ready_crossed_at = sub.crossed_at
 
     def _increases(self, now: int) -> None:
         p = self.p
@@ -718,8 +736,8 @@ class DcqcnNetwork:
         """The next instant something changes: a cut check, an increase, a queue crossing a
         threshold or emptying, a sub-flow's last byte. Cut checks come every decrease interval while
         a cut can change a rate; while every sub-flow that marks or CNPs reach sits at MIN_RATE, a cut
-        only restarts its increase timer, and the checks come every `_coarse` ns instead (its timer
-        then restarts up to that much late: 1/32 of RP_TIMER)."""
+        only restarts its increase timer, and the checks come every `_coarse` ns instead (1/32 of
+        RP_TIMER; the timer restarts from the tick of the last cut, `_cuts`)."""
         links, queue, capacity = self.links, self.queue, self.capacity
         wake = NEVER_NS
         marking = False
