@@ -144,6 +144,7 @@ class _Sub:
         "ready",
         "crossed_at",
         "ready_crossed_at",
+        "next_whole",
         "x",
         "out",
         "back",
@@ -167,6 +168,7 @@ class _Sub:
         # when the CNP credit last reached a whole CNP (as of now, and as of the last check): where
         # the cut checks are coarse (at MIN_RATE), when its last cut would have been made
         self.crossed_at = self.ready_crossed_at = 0.0
+        self.next_whole = 1.0  # the whole number of CNPs the credit reaches next
         self.x = 0.0  # the rate it injects at now (bytes per ns)
         self.out: list[tuple[int, float]] = []  # (queued link, its rate leaving it): what the queue marks
         self.back: list[int] = []  # the queued links its ACKs (and CNPs) cross on the way back
@@ -427,21 +429,22 @@ class DcqcnNetwork:
         marking: dict[int, float] = {}
         for link in self._used_queues:
             old = queue[link]
-            if arrival[link] or old:
-                spec = links[link]
+            inflow = arrival[link]
+            if inflow or old:
                 drain = capacity[link] * eff[link]  # less while the next switch pauses it
                 # clamped to [0, max(PFC level, old)] (conditionals: this loop is the model's hot path)
-                q = old + (arrival[link] - drain) * dt
-                if q < _LAST_BYTE and arrival[link] <= drain * (1 + _EPS):
+                q = old + (inflow - drain) * dt
+                if q < _LAST_BYTE and inflow <= drain * (1 + _EPS):
                     q = 0.0  # drained: what float rounding leaves of it is no backlog (see _LAST_BYTE)
-                top = pfc_at[link] if pfc_at[link] > old else old
+                pause = pfc_at[link]
+                top = pause if pause > old else old
                 if q > top:
                     q = top
                 queue[link] = q
-                if (q > 0) != (old > 0) or (q >= pfc_at[link] * (1 - 1e-6)) != (
-                    old >= pfc_at[link] * (1 - 1e-6)
-                ):
+                pause *= 1 - 1e-6
+                if (q > 0) != (old > 0) or (q >= pause) != (old >= pause):
                     self._dirty = True  # who passes what, or PFC, changes
+                spec = links[link]
                 if q > spec.kmin or old > spec.kmin:
                     marking[link] = (_mark(spec, old) + _mark(spec, q)) / 2
         decay = math.exp(self._gain_per_ns * dt)
@@ -454,7 +457,7 @@ class DcqcnNetwork:
             # marks fall on the packets the sub-flow sends through each marking queue on its path
             # (at most its share of the drain); log of "no mark" per ns
             unmarked = 0.0
-            if marking:
+            if marking and sub.out:
                 for link, rate in sub.out:
                     prob = marking.get(link)
                     if prob is not None and rate > 0:
@@ -494,10 +497,10 @@ class DcqcnNetwork:
             pending = sub.pending
             while pending and pending[0][0] <= now:  # CNPs that have arrived
                 arrived, cnps, alpha = pending.popleft()
-                whole = math.floor(sub.credit)
                 sub.credit += cnps
-                if math.floor(sub.credit) > whole:
+                if sub.credit >= sub.next_whole:
                     sub.crossed_at = arrived
+                    sub.next_whole = math.floor(sub.credit) + 1.0
                 if not sub.first_cnp:
                     sub.alpha = min(1.0, sub.alpha + alpha)
             if sub.ready >= 1:  # CNPs of marks made one interval ago have arrived
@@ -505,6 +508,7 @@ class DcqcnNetwork:
                 # (each only restarts the timer: from the tick of the last of them)
                 owed = 1 if sub.rc > p.min_rate else int(sub.ready)
                 sub.credit -= owed
+                sub.next_whole -= owed
                 self.num_cuts += owed - 1
                 if sub.first_cnp:
                     sub.first_cnp, sub.alpha, sub.rt = False, 1.0, sub.rc
@@ -547,12 +551,12 @@ class DcqcnNetwork:
         """Finish sub-flows whose bytes are all sent (and flows whose sub-flows all are), solve the
         rates, and plan the next wakeup."""
         finished: list[Flow] = []
-        ended = [
+        ended = [  # (no max call: this runs at every step)
             sub
             for sub in self.subs
-            if sub.done_at == NEVER_NS
-            and sub.x
-            and sub.remaining <= sub.x * 0.5 + _EPS * max(1.0, sub.remaining)
+            if sub.x
+            and sub.done_at == NEVER_NS
+            and sub.remaining <= sub.x * 0.5 + _EPS * (sub.remaining if sub.remaining > 1.0 else 1.0)
         ]
         for sub in ended:
             sub.remaining = 0.0
@@ -742,41 +746,68 @@ class DcqcnNetwork:
         wake = NEVER_NS
         marking = False
         marks: set[int] = set()
+        arrival, eff, pfc_at = self.arrival, self.eff, self.pfc_at
+        soon = now + 1  # (conditionals, not min/max: this loop runs at every step)
         for link in self._used_queues:
             spec = links[link]
-            q, net = queue[link], self.arrival[link] - capacity[link] * self.eff[link]
-            if q > spec.kmin and q > 0:
+            kmin = spec.kmin
+            q, net = queue[link], arrival[link] - capacity[link] * eff[link]
+            if q > kmin and q > 0:
                 marking = True
                 marks.add(link)
             if net > _EPS * capacity[link]:
-                if q < spec.kmin:
-                    wake = min(wake, now + _ceil((spec.kmin - q) / net) + 1)
-                if q < self.pfc_at[link]:
-                    wake = min(wake, now + max(1, _ceil((self.pfc_at[link] - q) / net)))
+                if q < kmin:
+                    at = now + _ceil((kmin - q) / net) + 1
+                    if at < wake:
+                        wake = at
+                if q < pfc_at[link]:
+                    at = now + _ceil((pfc_at[link] - q) / net)
+                    if at < soon:
+                        at = soon
+                    if at < wake:
+                        wake = at
             elif q > 0 and net < -_EPS * capacity[link]:
-                if q > spec.kmin:  # marking stops
-                    wake = min(wake, now + max(1, _ceil((q - spec.kmin) / -net) + 1))
-                wake = min(wake, now + max(1, _ceil(q / -net)))
+                if q > kmin:  # marking stops
+                    at = now + _ceil((q - kmin) / -net) + 1
+                    if at < soon:
+                        at = soon
+                    if at < wake:
+                        wake = at
+                at = now + _ceil(q / -net)
+                if at < soon:
+                    at = soon
+                if at < wake:
+                    wake = at
         tick = self._tick
         floor = self.p.min_rate
         live = False  # a sub-flow whose rate a cut can still change
-        for sub in self.subs:
+        waiting = False  # CNPs on their way to some sub-flow
+        for sub in self.subs:  # (conditionals, not min/max: this loop runs at every step)
             owes = sub.credit >= 1 or sub.ready >= 1
             if owes:
                 marking = True
-            if sub.rc > floor and (
-                owes or sub.pending or (marks and any(link in marks for link, _ in sub.out))
-            ):
+            pending = sub.pending
+            if pending:
+                waiting = True
+            if sub.rc > floor and (owes or pending or (marks and any(link in marks for link, _ in sub.out))):
                 live = True
-                if sub.pending:  # the tick at which its next CNPs count
-                    wake = min(wake, -(-_ceil(sub.pending[0][0]) // tick) * tick)
-            wake = min(wake, sub.timer_at)
-            if sub.x > 0:
-                wake = min(wake, now + max(1, _ceil(sub.remaining / sub.x)))
-        if self._arrivals:
-            wake = min(wake, self._arrivals[0][0])
+                if pending:  # the tick at which its next CNPs count
+                    at = -(-_ceil(pending[0][0]) // tick) * tick
+                    if at < wake:
+                        wake = at
+            if sub.timer_at < wake:
+                wake = sub.timer_at
+            x = sub.x
+            if x > 0:
+                at = now + _ceil(sub.remaining / x)
+                if at <= now:
+                    at = now + 1
+                if at < wake:
+                    wake = at
+        if self._arrivals and self._arrivals[0][0] < wake:
+            wake = self._arrivals[0][0]
         self.stepping = marking
-        if marking or any(sub.pending for sub in self.subs):
+        if marking or waiting:
             every = tick if live else self._coarse
             wake = min(wake, (now // every + 1) * every)
         self.wakeup_ns = wake if wake > now else now + 1
