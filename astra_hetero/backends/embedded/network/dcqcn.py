@@ -137,6 +137,7 @@ class _Sub:
         "rt",
         "line",
         "alpha",
+        "alpha_at",
         "stage",
         "timer_at",
         "first_cnp",
@@ -164,6 +165,7 @@ class _Sub:
         self.remaining = num_bytes
         self.rc = self.rt = self.line
         self.alpha, self.stage, self.timer_at, self.first_cnp = 1.0, 0, NEVER_NS, True
+        self.alpha_at = 0  # when `alpha` was last brought up to date (it decays between, `_alpha`)
         self.credit = self.ready = 0.0
         # when the CNP credit last reached a whole CNP (as of now, and as of the last check): where
         # the cut checks are coarse (at MIN_RATE), when its last cut would have been made
@@ -450,14 +452,22 @@ class DcqcnNetwork:
         decay = math.exp(self._gain_per_ns * dt)
         alpha_packets = p.alpha_resume_interval_ns / p.payload_bytes  # packets per byte per ns, times ns
         cut_packets = p.rate_decrease_interval_ns / p.payload_bytes
-        for sub in self.subs:
-            if sub.done_at != NEVER_NS:
-                continue
+        for sub in self.subs:  # (every sub-flow here is still sending: `_settle` drops the others)
             sub.remaining -= sub.x * dt
+        if not marking:
+            self.t = now
+            return
+        marked: dict[_Sub, None] = {}  # the sub-flows crossing a marking queue
+        users = self.users
+        for link in marking:
+            marked.update(dict.fromkeys(users[link]))
+        for sub in marked:
+            if sub.done_at != NEVER_NS or sub not in self.subs:
+                continue  # ended since the links' users were last gathered
             # marks fall on the packets the sub-flow sends through each marking queue on its path
             # (at most its share of the drain); log of "no mark" per ns
             unmarked = 0.0
-            if marking and sub.out:
+            if sub.out:
                 for link, rate in sub.out:
                     prob = marking.get(link)
                     if prob is not None and rate > 0:
@@ -465,8 +475,6 @@ class DcqcnNetwork:
                             unmarked = -math.inf
                             break
                         unmarked += rate * math.log1p(-prob)
-            if not sub.first_cnp:
-                sub.alpha = sub.alpha * decay
             if not unmarked:
                 continue
             # the CNPs of these marks arrive once the marked packets have crossed the queues after
@@ -492,17 +500,22 @@ class DcqcnNetwork:
     def _cuts(self, now: int) -> None:
         p = self.p
         for sub in self.subs:
-            if sub.done_at != NEVER_NS:
-                continue
-            pending = sub.pending
-            while pending and pending[0][0] <= now:  # CNPs that have arrived
-                arrived, cnps, alpha = pending.popleft()
-                sub.credit += cnps
-                if sub.credit >= sub.next_whole:
-                    sub.crossed_at = arrived
-                    sub.next_whole = math.floor(sub.credit) + 1.0
-                if not sub.first_cnp:
-                    sub.alpha = min(1.0, sub.alpha + alpha)
+            pending = sub.pending  # (every sub-flow here is still sending)
+            if pending and pending[0][0] <= now:  # CNPs that have arrived
+                counting = not sub.first_cnp
+                a = self._alpha(sub, now) if counting else 0.0
+                while pending and pending[0][0] <= now:
+                    arrived, cnps, alpha = pending.popleft()
+                    sub.credit += cnps
+                    if sub.credit >= sub.next_whole:
+                        sub.crossed_at = arrived
+                        sub.next_whole = math.floor(sub.credit) + 1.0
+                    if counting:
+                        a += alpha
+                        if a > 1.0:
+                            a = 1.0
+                if counting:
+                    sub.alpha = a
             if sub.ready >= 1:  # CNPs of marks made one interval ago have arrived
                 # one cut per interval; at MIN_RATE, checked every `_coarse` ns, the intervals since
                 # (each only restarts the timer: from the tick of the last of them)
@@ -511,7 +524,9 @@ class DcqcnNetwork:
                 sub.next_whole -= owed
                 self.num_cuts += owed - 1
                 if sub.first_cnp:
-                    sub.first_cnp, sub.alpha, sub.rt = False, 1.0, sub.rc
+                    sub.first_cnp, sub.alpha, sub.alpha_at, sub.rt = False, 1.0, now, sub.rc
+                else:
+                    self._alpha(sub, now)
                 if p.clamp_target_rate or sub.stage:
                     sub.rt = sub.rc
                 rc = max(p.min_rate, sub.rc * (1 - sub.alpha / 2))
@@ -529,6 +544,14 @@ class DcqcnNetwork:
                 self.num_cuts += 1
             sub.ready = sub.credit
             sub.ready_crossed_at = sub.crossed_at
+
+    def _alpha(self, sub: _Sub, now: int) -> float:
+        """α decays by (1 − g) every ALPHA_RESUME_INTERVAL without a CNP: applied when it is read
+        (at CNP arrivals and cuts) for the time since it was last, rather than at every step."""
+        if now != sub.alpha_at:
+            sub.alpha *= math.exp(self._gain_per_ns * (now - sub.alpha_at))
+            sub.alpha_at = now
+        return sub.alpha
 
     def _increases(self, now: int) -> None:
         p = self.p
