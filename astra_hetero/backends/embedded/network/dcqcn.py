@@ -78,7 +78,9 @@ and its own bytes, as in ns-3: a sub-flow from a 400G host into a 100G NIC is cu
 partner in the other direction runs on, and the phase ends with its slowest sub-flow. A plan without
 paths is one sub-flow. Folded flows carry their representative instance's paths, mapped to link
 classes and scaled to the class loads (the quotient's weights), so folded link and flow classes see
-exactly what each of their members would.
+exactly what each of their members would. For ASTRA-sim's rank-by-rank collectives (`engine.static`)
+a flow's paths can be held until their sender joins (`FluidFlow.held`, `release`), and the instant each
+path's last message arrives is reported (`FluidFlow.path_ends`, `paths_done`).
 
 Left out: per-packet randomness (ECN marks are taken in expectation), the NP's CNP pacing (ns-3's
 receiver marks its ACK per marked packet; the RP's decrease interval is the only pacing), PFC
