@@ -135,9 +135,12 @@ def estimate(
         activations += activation_bytes_per_layer(
             spec.model_copy(update={"parallelism": par.model_copy(update={"recompute": "none"})})
         )
-    if stage == par.pp - 1:  # logits in the activation format plus FP32 softmax for the loss
-        per_logit = dt.activation_bytes + 4
-        activations += par.micro_batch_size * model.seq_len * model.vocab_size / par.tp * per_logit
+    if stage == par.pp - 1:  # logits in the activation format plus FP32 softmax for the loss, of the
+        per_logit = dt.activation_bytes + 4  # rank's own 1/cp of the sequence: context parallelism
+        # shards the tokens and labels before the model runs (Megatron-core get_batch_on_this_cp_rank,
+        # torchtitan's context_parallel buffers input_ids and labels), so the head sees s/cp tokens
+        tokens = par.micro_batch_size * model.seq_len // par.cp
+        activations += tokens * model.vocab_size / par.tp * per_logit
     return MemoryEstimate(weights, gradients, optimizer, activations)
 
 
