@@ -55,8 +55,10 @@ def test_the_backward_is_the_plain_backward_after_the_recomputation():
     plain, op_sac = layer_backward(X, "none"), layer_backward(X, "selective_op")
     assert op_sac == op_sac_recompute(X) + plain
     # between Megatron's selective recompute (the attention core only) and the whole forward again
-    assert gemm_flops(layer_backward(X, "selective")) < gemm_flops(op_sac) < gemm_flops(plain) + gemm_flops(
-        layer_forward(X)
+    assert (
+        gemm_flops(layer_backward(X, "selective"))
+        < gemm_flops(op_sac)
+        < gemm_flops(plain) + gemm_flops(layer_forward(X))
     )
 
 
@@ -112,7 +114,9 @@ def test_fp8_keeps_no_matmul_output_and_a_recomputed_layer_lives_during_its_back
     assert activation_bytes_per_layer(bf16) - activation_bytes_per_layer(fp8) == pytest.approx(
         2 * (q + kv + f + h) * 8192 * 2
     )
-    none = parse_spec({**bf16.model_dump(), "parallelism": {**bf16.parallelism.model_dump(), "recompute": "none"}})
+    none = parse_spec(
+        {**bf16.model_dump(), "parallelism": {**bf16.parallelism.model_dump(), "recompute": "none"}}
+    )
     kept = estimate(bf16, 0, 4, 1).activations - estimate(none, 0, 4, 1).activations
     per_layer_none = activation_bytes_per_layer(none)
     # four layers' kept tensors plus one layer's full activations, instead of four layers' full ones
