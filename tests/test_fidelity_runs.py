@@ -76,3 +76,14 @@ def test_a_row_may_override_its_gpus_numbers_and_the_spec_keeps_them():
     gpu = parse_spec(fidelity.spec_data(row, approximate=True)[0]).cluster.node_groups[0].gpu
     for key, value in row["cluster"]["gpu"].items():
         assert getattr(gpu, key) == value, key
+
+
+def test_published_peak_memory_fits_the_rows_gpu_and_the_memory_listing_gives_an_estimate_each():
+    with_memory = [r for r in ROWS if "memory_gib" in r["measured"]]
+    assert with_memory
+    for row in with_memory:
+        gpu = parse_spec(fidelity.spec_data(row, approximate=True)[0]).cluster.node_groups[0].gpu
+        assert 0 < row["measured"]["memory_gib"] <= gpu.memory_gib, row["id"]
+    lines = fidelity.memory_lines([r for r in with_memory if r["cluster"]["nodes"] == 1])
+    assert len(lines) == 1 + sum(1 for r in with_memory if r["cluster"]["nodes"] == 1)
+    assert all(line.rstrip().endswith("%") for line in lines[1:])
