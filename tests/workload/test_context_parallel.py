@@ -10,9 +10,12 @@ from astra_hetero.errors import SpecError
 from astra_hetero.spec import parse_spec
 from astra_hetero.workload.attention import causal_pairs, fused_attention
 from astra_hetero.workload.context_parallel import (
+    OUT_CORRECTION_BYTES,
+    TORCH_CAST_BYTES,
     core_attention_backward,
     core_attention_forward,
     kv_bytes,
+    sdpa_kv_bytes,
     step_fractions,
 )
 from astra_hetero.workload.generate import class_graph, plan_workload
@@ -102,6 +105,80 @@ def test_all_gather_variant_gathers_kv_and_reduce_scatters_its_gradient():
     ]
 
 
+def _sent(steps: list[Any]) -> list[int]:
+    return [
+        n.bytes
+        for s in steps
+        if isinstance(s, Concurrent)
+        for n in s.nodes
+        if isinstance(n, Transfer) and n.direction == "send"
+    ]
+
+
+def _sdpa_calls(steps: list[Any], attention_pass: str) -> int:
+    """Attention kernels launched: a Piece is one step's call, a whole Op its `kernels` count (one
+    per step for the rank's work)."""
+    calls = 0
+    for step in steps:
+        nodes = step.nodes if isinstance(step, Concurrent) else (step,)
+        for node in nodes:
+            op = node.op if isinstance(node, Piece) else node
+            if getattr(op, "kind", "") == "attention" and op.attention_pass == attention_pass:
+                calls += 1 if isinstance(node, Piece) else op.kernels
+    return calls
+
+
+@pytest.mark.parametrize("cp", [2, 4, 8])
+def test_torch_variant_gathers_kv_of_every_query_head_and_passes_fp32_dkv_after_every_step(cp):
+    # torchtitan repeats the KV heads to every query head before SDPA: the exchange is HEADS wide
+    x = shape(cp, cp_comm="torch_all_gather")
+    kv = 2 * 2 * (S // cp) * HEADS * (H // HEADS)
+    assert sdpa_kv_bytes(x) == kv == kv_bytes(x) * HEADS // KV
+    forward = core_attention_forward(x)
+    backward = core_attention_backward(x, False)
+    assert [(s.kind, s.bytes, s.group) for s in forward if isinstance(s, Collective)] == [
+        ("all_gather", cp * kv, "cp")
+    ]
+    # the backward gathers the KV again and never reduce-scatters: the FP32 dKV travels the ring
+    assert [(s.kind, s.bytes) for s in backward if isinstance(s, Collective)] == [("all_gather", cp * kv)]
+    assert _sent(backward) == [2 * kv] * cp  # FP32: twice the BF16 bytes, at every one of cp steps
+    assert _sent(forward) == []
+
+
+@pytest.mark.parametrize("cp", [2, 4, 8])
+def test_torch_variant_runs_one_sdpa_call_per_step_and_the_causal_work_of_one_cp_th(cp):
+    x = shape(cp, cp_comm="torch_all_gather")
+    forward = core_attention_forward(x)
+    backward = core_attention_backward(x, False)
+    assert _sdpa_calls(forward, "fwd") == cp
+    assert _sdpa_calls(backward, "bwd") == cp
+    whole = fused_attention(shape(1), "fwd").flops
+    attention = [s for s in forward if getattr(s, "kind", "") == "attention"]
+    assert sum(op.flops for op in attention) == pytest.approx(whole / cp)
+    assert ring_work(backward) == pytest.approx(fused_attention(shape(1), "bwd").flops / cp)
+
+
+@pytest.mark.parametrize("cp", [2, 4, 8])
+def test_torch_variant_merges_in_fp32_after_every_step_but_the_first(cp):
+    x = shape(cp, cp_comm="torch_all_gather")
+    (merge,) = [s for s in core_attention_forward(x) if getattr(s, "name", "") == "attention_merge"]
+    out_elements = (S // cp) * HEADS * (H // HEADS)
+    assert merge.bytes == out_elements * (OUT_CORRECTION_BYTES * (cp - 1) + TORCH_CAST_BYTES)
+
+
+def test_torch_variant_serialises_each_dkv_transfer_between_the_steps():
+    # traced under torch.compile every functional collective is waited for at once
+    (ring,) = [
+        s
+        for s in core_attention_backward(shape(4, cp_comm="torch_all_gather"), False)
+        if isinstance(s, Concurrent)
+    ]
+    for index, node in enumerate(ring.nodes):
+        if isinstance(node, Piece) and index > 0:
+            waited = {type(ring.nodes[d]) for d in ring.deps[index]}
+            assert waited == {Transfer}
+
+
 def test_each_rank_sends_to_its_ring_successor_and_receives_from_its_predecessor():
     plan = plan_workload(parse_spec(cp_spec(4)))
     binding = plan.bindings[1]
@@ -156,3 +233,13 @@ def test_unbalanceable_sequences_and_unfused_attention_are_rejected():
     with pytest.raises(SpecError, match="fused") as error:
         parse_spec({**cp_spec(2), "compute": {"attention": "unfused"}})
     assert error.value.field == "parallelism.cp"
+
+
+def test_torch_variant_traces_cp_backward_transfers_per_layer_and_micro_batch():
+    plan = plan_workload(parse_spec(cp_spec(4, cp_comm="torch_all_gather")))
+    graph = class_graph(plan, plan.contexts[1])
+    layers, micro_batches = 2, 4
+    sends = [n for n in graph.nodes if n.kind == SEND and n.peer.startswith("cp")]
+    recvs = [n for n in graph.nodes if n.kind == RECV and n.peer.startswith("cp")]
+    assert len(sends) == len(recvs) == layers * micro_batches * 4  # backward only, one per step
+    assert len({n.tag for n in sends}) == len(sends)

@@ -57,10 +57,13 @@ class ParallelismSpec(Strict):
         description="context parallelism: each sequence split over cp GPUs (Megatron-core's ring "
         "attention, load-balanced causal chunks); the CP ranks join the data-parallel gradient sync",
     )
-    cp_comm: Literal["p2p", "all_gather"] = Field(
+    cp_comm: Literal["p2p", "all_gather", "torch_all_gather"] = Field(
         "p2p",
         description="p2p: KV chunks passed around the CP ring, overlapped with the attention steps; "
-        "all_gather: KV all-gathered before attention (and dKV reduce-scattered after its backward)",
+        "all_gather: KV all-gathered before attention (and dKV reduce-scattered after its backward); "
+        "torch_all_gather: PyTorch's experimental context_parallel with rotate method allgather as "
+        "torchtitan runs it (KV with every query head gathered, FP32 merges, dKV passed on in FP32 "
+        "after every backward step, nothing overlapped under torch.compile)",
     )
     ep: Count = Field(
         1, description="expert parallelism (MoE): experts split over ep GPUs, within the data-parallel ranks"
