@@ -300,4 +300,5 @@ def _shape(spec: Spec) -> object:
         spec.compute.attention,
         Dtypes.from_spec(spec),
         attention_kernel=spec.compute.attention_kernel,
+        framework=spec.compute.framework,
     )

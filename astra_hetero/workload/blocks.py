@@ -209,7 +209,10 @@ def device_blocks(
     """`windows`: each model layer's attention window (0: global); empty: every layer as `x`.
     `host`: the framework's launch cost per kernel and fixed costs (`host.py`)."""
     distinct = tuple(dict.fromkeys(windows)) or (x.window,)
-    overlap = overlap_tp if x.tp_overlap else list
+
+    def overlap(steps: list[LayerStep]) -> list[LayerStep]:
+        return overlap_tp(steps, x.tp_overlap_method, x.t) if x.tp_overlap else steps
+
     kinds = []
     for w in distinct:
         at = replace(x, window=w)

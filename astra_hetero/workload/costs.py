@@ -101,7 +101,11 @@ def _regather(x: Shape, width: int | None = None) -> list[Collective]:
     LinearWithGradAccumulationAndAsyncCommunication.backward, 2022; Transformer Engine's Linear and
     LayerNormLinear likewise). Megatron launches it beside the input-gradient GEMM; the engine runs
     TP collectives blocking, as Calculon's reproduction of Korthikanti et al.'s Table 5 counts it
-    (calculon-ai/calculon validation/seqsel/tab5: seq_par_ag_redo, tensor_par_overlap none)."""
+    (calculon-ai/calculon validation/seqsel/tab5: seq_par_ag_redo, tensor_par_overlap none).
+    torch's DTensor TP (`Shape.torch_tp`) has none: the gathered input is the mm's saved input
+    (recomputed with the forward under full or per-op AC, whose all-gather is not saved)."""
+    if x.torch_tp:
+        return []
     return [Collective("all_gather", _activation_bytes(x, width))] if x.t > 1 and x.sp else []
 
 

@@ -105,7 +105,15 @@ def timed_blocks(
     blocks as the traces."""
     dtypes = Dtypes.from_spec(spec)
     kernel = spec.compute.attention_kernel
-    x = shape_of(spec.model, spec.parallelism, spec.compute.attention, dtypes, attention_kernel=kernel)
+    framework = spec.compute.framework
+    x = shape_of(
+        spec.model,
+        spec.parallelism,
+        spec.compute.attention,
+        dtypes,
+        attention_kernel=kernel,
+        framework=framework,
+    )
     calibration = (
         load_calibration(spec.calibration, private=spec.calibration_private) if spec.calibration else None
     )
@@ -119,7 +127,9 @@ def timed_blocks(
             shape = x
             if placement is not None:
                 hosts = (placement.hosts, placement.holds(device.rank))
-                shape = shape_of(spec.model, spec.parallelism, spec.compute.attention, dtypes, hosts, kernel)
+                shape = shape_of(
+                    spec.model, spec.parallelism, spec.compute.attention, dtypes, hosts, kernel, framework
+                )
             costs[key] = (DeviceCostModel(device.spec.gpu, calibration), shape)
     windows = tuple(spec.model.window_of(i) for i in range(spec.model.num_layers))
     alike = len(set(windows)) == 1  # every layer alike: one kind, carried by the shape

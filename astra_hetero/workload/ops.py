@@ -199,6 +199,10 @@ class Shape:
     cp_comm: str = "p2p"
     moe: MoeShape | None = None
     tp_overlap: bool = False  # TP collectives overlapped with their GEMMs (tp_comm_overlap)
+    tp_overlap_method: str = "userbuffers"  # how (tp_overlap_method): tp_overlap.py
+    # TP layers as torch's DTensor ColwiseParallel/RowwiseParallel (compute.framework: fsdp): autograd
+    # keeps the gathered input of a column-parallel linear, so its backward does not re-gather it
+    torch_tp: bool = False
     attention_kernel: str = "cudnn"  # compute.attention_kernel: cudnn | flash2
 
     @property
@@ -273,6 +277,7 @@ def shape_of(
     dtypes: Dtypes = BF16,
     expert_hosts: tuple[int, bool] = (0, True),
     attention_kernel: str = "cudnn",
+    framework: str = "megatron-core",
 ) -> Shape:
     """`expert_hosts`: (holders per expert group, whether this rank is one) under mapping.experts."""
     moe = None
@@ -310,5 +315,7 @@ def shape_of(
         cp_comm=par.cp_comm,
         moe=moe,
         tp_overlap=par.tp_comm_overlap,
+        tp_overlap_method=par.tp_overlap_method,
+        torch_tp=framework == "fsdp",
         attention_kernel=attention_kernel,
     )

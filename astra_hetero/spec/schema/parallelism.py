@@ -87,6 +87,14 @@ class ParallelismSpec(Strict):
         description="overlap TP all-gathers and reduce-scatters with the GEMMs that use them (Transformer "
         "Engine userbuffers, as Megatron-core's --tp-comm-overlap); needs sequence_parallel",
     )
+    tp_overlap_method: Literal["userbuffers", "torch_async"] = Field(
+        "userbuffers",
+        description="how tp_comm_overlap overlaps: userbuffers (Transformer Engine, Megatron-core: "
+        "chunked collectives beside every TP GEMM, bulk overlap in the backward) or torch_async "
+        "(PyTorch's micro-pipeline TP, torchtitan's async TP: the forward's all-gather/matmul and "
+        "matmul/reduce-scatter pairs and the backward's output-gradient all-gathers decomposed into tp "
+        "peer-to-peer steps; the backward's reduce-scatters stay exposed)",
+    )
     overlap_p2p_comm: bool = Field(
         True,
         description="pipeline sends run beside the next compute; false: the rank waits for each send "
