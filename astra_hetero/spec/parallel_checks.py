@@ -109,11 +109,6 @@ def _check_experts(spec: Spec) -> None:
 
 def _check_tp_overlap(spec: Spec) -> None:
     par = spec.parallelism
-    if par.tp_overlap_method != "userbuffers" and not par.tp_comm_overlap:
-        raise SpecError(
-            "parallelism.tp_overlap_method",
-            f"{par.tp_overlap_method} says how TP communication overlaps: it needs tp_comm_overlap: true",
-        )
     if par.tp_comm_overlap and not par.sequence_parallel:
         raise SpecError(
             "parallelism.tp_comm_overlap",

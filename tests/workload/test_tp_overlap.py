@@ -228,9 +228,17 @@ def test_torch_async_with_free_collectives_costs_only_its_decomposition(tmp_path
     assert times[0] <= times[1] <= 1.05 * times[0]
 
 
-def test_torch_async_needs_tp_comm_overlap():
+def test_torch_async_is_read_only_with_tp_comm_overlap():
+    # the planner may switch tp_comm_overlap off under a spec that names the method
     data = torch_spec(False)
     data["parallelism"]["tp_overlap_method"] = "torch_async"
-    with pytest.raises(SpecError) as error:
-        parse_spec(data)
-    assert error.value.field == "parallelism.tp_overlap_method"
+    spec = parse_spec(data)
+    plain = parse_spec(torch_spec(False))
+    x = shape_of(spec.model, spec.parallelism, framework="fsdp")
+    y = shape_of(plain.model, plain.parallelism, framework="fsdp")
+    assert not x.tp_overlap
+    for steps, plain_steps in (
+        (layer_forward(x), layer_forward(y)),
+        (layer_backward(x, "none"), layer_backward(y, "none")),
+    ):
+        assert steps == plain_steps

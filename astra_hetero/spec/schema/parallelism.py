@@ -93,7 +93,8 @@ class ParallelismSpec(Strict):
         "chunked collectives beside every TP GEMM, bulk overlap in the backward) or torch_async "
         "(PyTorch's micro-pipeline TP, torchtitan's async TP: the forward's all-gather/matmul and "
         "matmul/reduce-scatter pairs and the backward's output-gradient all-gathers decomposed into tp "
-        "peer-to-peer steps; the backward's reduce-scatters stay exposed)",
+        "peer-to-peer steps; the backward's reduce-scatters stay exposed). Read only with "
+        "tp_comm_overlap: true (the planner may switch that off)",
     )
     overlap_p2p_comm: bool = Field(
         True,
