@@ -36,8 +36,10 @@ link's arrival is its flows' rates as shaped by the links before it on their pat
 up-then-down by their height above the hosts): a link with a backlog sends at its rate C, each flow
 C/A of what it brings (the mix of the arrivals: a fluid FIFO), so the bytes a queue holds flow on to
 the next queues as it drains; a link without one passes what arrives, C/A of it when overloaded;
-dq/dt = A − C. A host's own link has no queue: it shares its line rate among the host's flows
-(ns-3's NIC serves its queue pairs in turn). Marks are counted at the rate a flow sends into a
+dq/dt = A − C. A host's own link has no queue: it shares its line rate among the host's queue pairs
+as ns-3's NIC does, serving them in turn (`RdmaEgressQueue::GetNextQindex`, round robin), each paced
+at its own rate — max-min fair: a pair slower than an equal share keeps its rate, the others split the
+rest (not shares in proportion to their rates, which let an older pair keep more of the NIC). Marks are counted at the rate a flow sends into a
 marking queue (at most its share of the drain): counting them at a backlog's drain rate, as marking
 at dequeue would for the packets a slowed sender left queued, cuts harder than ns-3 does on a
 400→100G step-down (the calibration case of benchmarks/packet_fidelity.py: +33 % against ns-3's
@@ -741,6 +743,7 @@ class DcqcnNetwork:
                 rate = factor[sub]
                 for link, _, w in hops:
                     arrival[link] += w * rate
+            level = _fair_levels(entries, factor, arrival, capacity, eff, links)
             for sub, hops in entries:
                 rate = factor[sub]
                 share = math.inf
@@ -749,7 +752,11 @@ class DcqcnNetwork:
                     if links[link].queued and queue[link] > 0 and a > 0:
                         one = c / a  # a backlog: the link sends at its rate, in the mix that arrives
                     elif a > c * (1 + _EPS):
-                        one = c / a
+                        if link in level:  # a host's link: its queue pairs in turn, each up to its rate
+                            fair = level[link]
+                            one = fair / rate if fair < rate else 1.0
+                        else:
+                            one = c / a
                     else:
                         one = 1.0
                     if links[link].queued:
@@ -836,6 +843,34 @@ class DcqcnNetwork:
             every = tick if live else self._coarse
             wake = min(wake, (now // every + 1) * every)
         self.wakeup_ns = wake if wake > now else now + 1
+
+
+def _fair_levels(entries, factor, arrival, capacity, eff, links) -> dict[int, float]:
+    """Per overloaded queue-less link (a host's NIC) of one level, the rate each of its queue pairs
+    gets: ns-3's NIC serves its queue pairs in turn (`RdmaEgressQueue::GetNextQindex`, round robin),
+    each paced at its own rate (`m_nextAvail`), so a pair slower than an equal share keeps its rate
+    and the others split the rest — max-min fair: the level λ with Σ w·min(x, λ) = C (w: the pairs a
+    sub-flow stands for on the link)."""
+    over: dict[int, list[tuple[float, float]]] = {}
+    for sub, hops in entries:
+        rate = factor[sub]
+        for link, _, w in hops:
+            if not links[link].queued and arrival[link] > capacity[link] * eff[link] * (1 + _EPS):
+                over.setdefault(link, []).append((rate, w))
+    level: dict[int, float] = {}
+    for link, pairs in over.items():
+        pairs.sort()
+        left = capacity[link] * eff[link]
+        weight = sum(w for _, w in pairs)
+        fair = left / weight
+        for rate, w in pairs:
+            if rate >= fair:
+                break
+            left -= rate * w
+            weight -= w
+            fair = left / weight
+        level[link] = fair
+    return level
 
 
 def _mark(spec: FluidLink, q: float) -> float:
