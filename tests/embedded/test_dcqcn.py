@@ -279,7 +279,6 @@ def test_a_sub_flow_from_a_fast_host_is_cut_while_its_slow_partner_runs_on():
     assert flow.done_at == a_to_b.done_at  # the phase ends with its slowest transfer
 
 
-
 @pytest.mark.parametrize(
     "rcs, expected",
     [
