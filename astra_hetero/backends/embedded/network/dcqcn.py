@@ -445,6 +445,8 @@ class DcqcnNetwork:
             inflow = arrival[link]
             if inflow or old:
                 drain = capacity[link] * eff[link]  # less while the next switch pauses it
+                if not old and inflow <= drain:
+                    continue  # empty and not filling: stays empty (most queues, most of the time)
                 # clamped to [0, max(PFC level, old)] (conditionals: this loop is the model's hot path)
                 q = old + (inflow - drain) * dt
                 if q < _LAST_BYTE and inflow <= drain * (1 + _EPS):
@@ -804,8 +806,10 @@ class DcqcnNetwork:
         soon = now + 1  # (conditionals, not min/max: this loop runs at every step)
         kmins = self._kmin
         for link in self._used_queues:
-            kmin = kmins[link]
             q, net = queue[link], arrival[link] - capacity[link] * eff[link]
+            if not q and net <= 0:
+                continue  # empty and not filling: nothing to plan (most queues, most of the time)
+            kmin = kmins[link]
             if q > kmin and q > 0:
                 marking = True
                 marks.add(link)
