@@ -33,6 +33,7 @@ class GpuRecord:
     fp8_efficiency: float | None = None
     tf32_efficiency: float | None = None
     fp32_efficiency: float | None = None
+    tdp_w: float | None = None
 
 
 @dataclass(frozen=True)

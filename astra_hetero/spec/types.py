@@ -45,6 +45,7 @@ TbytesPerS = real(1e-3, 1e3)
 Gib = real(1e-3, 1e6)
 Efficiency = real(1e-6, 1.0)  # an achievable fraction of a peak
 Multiplier = real(1e-3, 1e3)
+Watts = real(1.0, 1e5)
 Slowdown = real(0.0, 1.0)  # extra time as a fraction of the time alone
 
 # Links. Rates from 1 Mbit/s to 1 Pbit/s; latencies up to one second.

@@ -95,6 +95,7 @@ def _average(groups: Sequence[NodeGroupSpec]) -> dict[str, Any]:
         preset=None,
         name="average(" + ", ".join(f"{g.type_key}×{w}" for g, w in zip(gpus, weights, strict=True)) + ")",
         compute_multiplier=1.0,
+        power_limit_w=None,  # each GPU's cap is in its effective rate, which the mean below keeps
         bf16_tflops=peak_tflops,
         # the mean sustained matmul rate, at the mean sustained fraction (_mean_numbers above)
         compute_efficiency=_mean([g.effective_flops_per_ns for g in gpus], weights)

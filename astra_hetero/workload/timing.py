@@ -95,7 +95,8 @@ class OperatorModel:
         self.gpu = gpu
         self.rates = device_rates(gpu)
         self._by_format: dict[str, DeviceRates] = {}
-        self._peak_flops_per_ns = gpu.bf16_tflops * 1e3 * gpu.sustained_fraction * gpu.compute_multiplier
+        sustained = gpu.sustained_compute_fraction * gpu.compute_multiplier
+        self._peak_flops_per_ns = gpu.bf16_tflops * 1e3 * sustained
 
     def rates_for(self, fmt: str) -> DeviceRates:
         """The rates GEMMs in matmul format `fmt` run at (`gemm_rates`)."""

@@ -114,6 +114,7 @@ def test_every_catalog_number_beyond_the_datasheet_names_its_source():
         "num_sms",
         "boost_clock_mhz",
         "sustained_fraction",
+        "tdp_w",
         "kernel_overhead_us",
         "attention_fwd_efficiency",
         "attention_bwd_efficiency",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from astra_hetero.comm.catalog import known_architectures
 from astra_hetero.spec.catalog import fabric_catalog, gpu_catalog, normalize_key
@@ -23,6 +23,7 @@ from astra_hetero.spec.types import (
     SmallCount,
     TbytesPerS,
     Tflops,
+    Watts,
 )
 
 
@@ -58,6 +59,14 @@ class GpuSpec(Strict):
         description="share of the burst compute rates held through a long saturated run (power-limit "
         "clock); multiplies compute_efficiency and the attention efficiencies",
     )
+    tdp_w: Watts | None = Field(
+        None, description="board power the vendor's figures and the catalog's rates hold at (datasheet), W"
+    )
+    power_limit_w: Watts | None = Field(
+        None,
+        description="a power cap below tdp_w (nvidia-smi -pl): compute rates scale by the clock it "
+        "leaves, (power_limit_w / tdp_w)^(1/3); memory rates do not",
+    )
     kernel_overhead_us: KernelOverheadUs = Field(
         1.0, description="fixed cost of every kernel (launch gap and ramp), microseconds"
     )
@@ -88,6 +97,21 @@ class GpuSpec(Strict):
     def _preset(cls, data: Any) -> Any:
         return _merge_preset(data, gpu_catalog(), "gpu")
 
+    @field_validator("power_limit_w")
+    @classmethod
+    def _power_limit_within_tdp(cls, value: float | None, info: ValidationInfo) -> float | None:
+        if value is None:
+            return value
+        tdp = info.data.get("tdp_w")
+        if tdp is None:
+            raise ValueError("needs tdp_w, the board power the GPU's rates hold at")
+        if value > tdp:
+            raise ValueError(
+                f"{value:g} W is above tdp_w {tdp:g} W: a cap can only lower the board power the "
+                "GPU's rates were measured at"
+            )
+        return value
+
     @field_validator("architecture")
     @classmethod
     def _known_architecture(cls, value: str) -> str:
@@ -101,6 +125,20 @@ class GpuSpec(Strict):
         if self.preset is not None and self.name == gpu_catalog()[self.preset].name:
             return self.preset
         return normalize_key(self.name)
+
+    @property
+    def power_clock_fraction(self) -> float:
+        """The share of its clock a GPU capped at `power_limit_w` keeps: dynamic power goes as f·V² and,
+        in the DVFS range, V with f, so power ∝ f³ (an approximation: leakage and memory power are
+        left out). 1 without a cap. See docs/compute-model.md, "Power limits"."""
+        if self.power_limit_w is None or self.tdp_w is None:
+            return 1.0
+        return (self.power_limit_w / self.tdp_w) ** (1 / 3)
+
+    @property
+    def sustained_compute_fraction(self) -> float:
+        """The share of the burst compute rates held through a long run, under the power cap if any."""
+        return self.sustained_fraction * self.power_clock_fraction
 
     @property
     def effective_flops_per_ns(self) -> float:
@@ -128,7 +166,8 @@ class GpuSpec(Strict):
         peak = self.matmul_tflops(fmt)
         if peak is None:
             raise ValueError(f"{self.name} has no {fmt} matmul rate")
-        return peak * 1e3 * self.matmul_efficiency(fmt) * self.sustained_fraction * self.compute_multiplier
+        sustained = self.sustained_compute_fraction * self.compute_multiplier
+        return peak * 1e3 * self.matmul_efficiency(fmt) * sustained
 
     @property
     def effective_bytes_per_ns(self) -> float:
