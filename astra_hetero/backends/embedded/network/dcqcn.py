@@ -278,6 +278,9 @@ class DcqcnNetwork:
         self._nics: list[list[int]] = []
         self._used: list[int] = []
         self._used_queues: list[int] = []  # queues some sub-flow crosses (others stay as they are)
+        # of those, the ones holding bytes or filling as of the last rate solution: the others stay
+        # empty until rates change (a queue that empties marks the rates for solving again)
+        self._active: list[int] = []
         # per queued link, what feeds it on each sub-flow's path: the links one level before (None:
         # the sub-flow's own host, whose injection a pause holds back); downstream links first
         self._feeders: list[tuple[int, list[tuple[_Sub, list[int] | None]]]] = []
@@ -440,7 +443,7 @@ class DcqcnNetwork:
         # per queue above KMIN at either end of the interval: log of the chance a packet leaves it
         # unmarked at its mean marking chance (-inf: all are marked)
         marking: dict[int, float] = {}
-        for link in self._used_queues:
+        for link in self._active:
             old = queue[link]
             inflow = arrival[link]
             if inflow or old:
@@ -653,6 +656,8 @@ class DcqcnNetwork:
         for sub, share in self._shape().items():  # a host's link shared among the flows it sends
             sub.x = sub.rc * share
         self._pfc()
+        queue, arrival, capacity, eff = self.queue, self.arrival, self.capacity, self.eff
+        self._active = [k for k in self._used_queues if queue[k] > 0 or arrival[k] > capacity[k] * eff[k]]
 
     def _structure(self) -> None:
         """Which sub-flows cross which links, level by level (rebuilt when sub-flows come or go)."""
@@ -805,7 +810,7 @@ class DcqcnNetwork:
         arrival, eff, pfc_at = self.arrival, self.eff, self.pfc_at
         soon = now + 1  # (conditionals, not min/max: this loop runs at every step)
         kmins = self._kmin
-        for link in self._used_queues:
+        for link in self._active:
             q, net = queue[link], arrival[link] - capacity[link] * eff[link]
             if not q and net <= 0:
                 continue  # empty and not filling: nothing to plan (most queues, most of the time)
