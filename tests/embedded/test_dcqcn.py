@@ -279,6 +279,34 @@ def test_a_sub_flow_from_a_fast_host_is_cut_while_its_slow_partner_runs_on():
     assert flow.done_at == a_to_b.done_at  # the phase ends with its slowest transfer
 
 
+@pytest.mark.parametrize(
+    "rcs, expected",
+    [
+        ((400, 400), (200, 200)),  # equal shares while both can take them
+        ((50, 400), (50, 350)),  # the slow pair keeps its rate, the other takes the rest
+        ((50, 100, 400), (50, 100, 250)),
+        ((150, 150, 150), (133.33, 133.33, 133.33)),
+    ],
+)
+def test_a_host_nic_serves_its_queue_pairs_in_turn_each_up_to_its_own_rate(rcs, expected):
+    """ns-3's NIC picks its queue pairs round robin, each paced at its own rate: max-min fair shares
+    of the line rate (λ with Σ min(RC, λ) = C), not shares in proportion to the rates."""
+    params = ns3_defaults()
+    n = len(rcs)
+    links = [FluidLink(False, 0.0)] + [switch_link(KMIN_400, KMAX_400, 0.2, params)] * n
+    net = DcqcnNetwork([400 * GBPS] * (n + 1), links, params)
+    flow = FluidFlow(((0, float(n)), *((k + 1, 1.0) for k in range(n))), 1e12, None)
+    flow.paths = tuple(((0, 1.0), (k + 1, 1.0)) for k in range(n))
+    net.add(flow, 0)
+    for sub, rc in zip(flow.subs, rcs, strict=True):
+        sub.rc = rc * GBPS
+    net._dirty = True
+    net._rates()
+    got = [sub.x / GBPS for sub in flow.subs]
+    assert got == pytest.approx(expected, rel=1e-4)
+    assert sum(got) <= 400 * (1 + 1e-9)
+
+
 CONFIG = """CC_MODE 1
 ALPHA_RESUME_INTERVAL 1
 RATE_DECREASE_INTERVAL 4

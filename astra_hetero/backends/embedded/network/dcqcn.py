@@ -36,12 +36,16 @@ link's arrival is its flows' rates as shaped by the links before it on their pat
 up-then-down by their height above the hosts): a link with a backlog sends at its rate C, each flow
 C/A of what it brings (the mix of the arrivals: a fluid FIFO), so the bytes a queue holds flow on to
 the next queues as it drains; a link without one passes what arrives, C/A of it when overloaded;
-dq/dt = A − C. A host's own link has no queue: it shares its line rate among the host's flows
-(ns-3's NIC serves its queue pairs in turn). Marks are counted at the rate a flow sends into a
-marking queue (at most its share of the drain): counting them at a backlog's drain rate, as marking
-at dequeue would for the packets a slowed sender left queued, cuts harder than ns-3 does on a
-400→100G step-down (the calibration case of benchmarks/packet_fidelity.py: +33 % against ns-3's
-iteration instead of +13 %).
+dq/dt = A − C. A host's own link has no queue: it shares its line rate among the host's queue pairs
+as ns-3's NIC does, serving them in turn (`RdmaEgressQueue::GetNextQindex`, round robin), each paced
+at its own rate — max-min fair: a pair slower than an equal share keeps its rate, the others split the
+rest (not shares in proportion to their rates, which let an older pair keep more of the NIC). Marks
+are counted at the rate a flow sends into a marking queue (at most its share of the drain): counting
+them at a backlog's drain rate, as marking at dequeue would for the packets a slowed sender left
+queued, cuts harder than ns-3 does on a 400→100G step-down (the calibration case of
+benchmarks/packet_fidelity.py: +33 % against ns-3's iteration instead of +13 %); so does taking each
+flow's share of the marks from the arrivals one sojourn time earlier (the bytes leaving a FIFO queue
+now; study 4: 32 GPUs +16 %, incast +14 %).
 
 PFC, hop by hop. When q reaches the pause threshold and still fills, the links feeding the queue (the
 links one level before it on its flows' paths) are paused for the share of their time that keeps it
@@ -108,6 +112,7 @@ _EPS = 1e-9
 # members.
 _LAST_BYTE = 1.0
 _PFC_ROUNDS = 16  # PFC's pause pattern is solved by repeated passes, downstream first; a few suffice
+_NO_LEVELS: dict[int, float] = {}  # (read only) a level none of whose hosts' links is overloaded
 
 
 @dataclass(frozen=True)
@@ -243,6 +248,8 @@ class DcqcnNetwork:
             links = [*links, *[FluidLink(False, -1.0)] * (len(capacities) - len(links))]
         self.capacity = list(capacities)
         self.links = links
+        self._is_queued = [link.queued for link in links]  # (plain lists: read in the hot loops)
+        self._kmin = [link.kmin for link in links]
         self.p = params
         self.link_of = link_of
         self.reverse = reverse  # engine link -> the link back (-1: none): where ACKs and CNPs return
@@ -268,8 +275,12 @@ class DcqcnNetwork:
         self._coarse = self._tick * max(1, int(params.rp_timer_ns / 32 // self._tick))
         self._dirty = True  # rates must be solved again
         self._by_level: list[list[tuple[_Sub, list[tuple[int, float, float]]]]] | None = []
+        self._nics: list[list[int]] = []
         self._used: list[int] = []
         self._used_queues: list[int] = []  # queues some sub-flow crosses (others stay as they are)
+        # of those, the ones holding bytes or filling as of the last rate solution: the others stay
+        # empty until rates change (a queue that empties marks the rates for solving again)
+        self._active: list[int] = []
         # per queued link, what feeds it on each sub-flow's path: the links one level before (None:
         # the sub-flow's own host, whose injection a pause holds back); downstream links first
         self._feeders: list[tuple[int, list[tuple[_Sub, list[int] | None]]]] = []
@@ -428,14 +439,17 @@ class DcqcnNetwork:
         if dt <= 0:
             return
         p, queue, capacity, links = self.p, self.queue, self.capacity, self.links
-        arrival, pfc_at, eff = self.arrival, self.pfc_at, self.eff
-        # per queue above KMIN at either end of the interval: its mean marking chance
+        arrival, pfc_at, eff, kmins = self.arrival, self.pfc_at, self.eff, self._kmin
+        # per queue above KMIN at either end of the interval: log of the chance a packet leaves it
+        # unmarked at its mean marking chance (-inf: all are marked)
         marking: dict[int, float] = {}
-        for link in self._used_queues:
+        for link in self._active:
             old = queue[link]
             inflow = arrival[link]
             if inflow or old:
                 drain = capacity[link] * eff[link]  # less while the next switch pauses it
+                if not old and inflow <= drain:
+                    continue  # empty and not filling: stays empty (most queues, most of the time)
                 # clamped to [0, max(PFC level, old)] (conditionals: this loop is the model's hot path)
                 q = old + (inflow - drain) * dt
                 if q < _LAST_BYTE and inflow <= drain * (1 + _EPS):
@@ -448,9 +462,11 @@ class DcqcnNetwork:
                 pause *= 1 - 1e-6
                 if (q > 0) != (old > 0) or (q >= pause) != (old >= pause):
                     self._dirty = True  # who passes what, or PFC, changes
-                spec = links[link]
-                if q > spec.kmin or old > spec.kmin:
-                    marking[link] = (_mark(spec, old) + _mark(spec, q)) / 2
+                kmin = kmins[link]
+                if q > kmin or old > kmin:
+                    spec = links[link]
+                    prob = (_mark(spec, old) + _mark(spec, q)) / 2
+                    marking[link] = -math.inf if prob >= 1 else math.log1p(-prob)
         decay = math.exp(self._gain_per_ns * dt)
         alpha_packets = p.alpha_resume_interval_ns / p.payload_bytes  # packets per byte per ns, times ns
         cut_packets = p.rate_decrease_interval_ns / p.payload_bytes
@@ -459,10 +475,10 @@ class DcqcnNetwork:
         if not marking:
             self.t = now
             return
-        marked: dict[_Sub, None] = {}  # the sub-flows crossing a marking queue
+        marked: dict[_Sub, float] = {}  # the sub-flows crossing a marking queue (keys)
         users = self.users
         for link in marking:
-            marked.update(dict.fromkeys(users[link]))
+            marked.update(users[link])  # (its keys, in their order)
         for sub in marked:
             if sub.done_at != NEVER_NS or sub not in self.subs:
                 continue  # ended since the links' users were last gathered
@@ -471,12 +487,12 @@ class DcqcnNetwork:
             unmarked = 0.0
             if sub.out:
                 for link, rate in sub.out:
-                    prob = marking.get(link)
-                    if prob is not None and rate > 0:
-                        if prob >= 1:
-                            unmarked = -math.inf
+                    unmark = marking.get(link)
+                    if unmark is not None and rate > 0:
+                        if unmark == -math.inf:
+                            unmarked = unmark
                             break
-                        unmarked += rate * math.log1p(-prob)
+                        unmarked += rate * unmark
             if not unmarked:
                 continue
             # the CNPs of these marks arrive once the marked packets have crossed the queues after
@@ -640,6 +656,8 @@ class DcqcnNetwork:
         for sub, share in self._shape().items():  # a host's link shared among the flows it sends
             sub.x = sub.rc * share
         self._pfc()
+        queue, arrival, capacity, eff = self.queue, self.arrival, self.capacity, self.eff
+        self._active = [k for k in self._used_queues if queue[k] > 0 or arrival[k] > capacity[k] * eff[k]]
 
     def _structure(self) -> None:
         """Which sub-flows cross which links, level by level (rebuilt when sub-flows come or go)."""
@@ -663,6 +681,12 @@ class DcqcnNetwork:
                 queued = [link for link, _, _ in hops if self.links[link].queued]
                 before = queued or None
         self._by_level = [per_level[level] for level in sorted(per_level)]
+        # per level, its queue-less links (hosts' NICs: shared max-min, `_fair_levels`)
+        is_queued = self._is_queued
+        self._nics = [
+            list(dict.fromkeys(link for _, hops in entries for link, _, _ in hops if not is_queued[link]))
+            for entries in self._by_level
+        ]
         self._used = list(used)
         self._feeders = sorted(feeders.items(), key=lambda item: -self.links[item[0]].level)
         # ns-3 pauses an ingress whose share of the buffer reaches (B - used) / 8: with n ingresses
@@ -729,6 +753,7 @@ class DcqcnNetwork:
         sub-flow's share of the queue-less links it crosses first (its host's: how fast it can
         inject), and notes each sub-flow's rate out of each queue it crosses (`out`)."""
         arrival, capacity, queue, links, eff = self.arrival, self.capacity, self.queue, self.links, self.eff
+        is_queued = self._is_queued
         for link in self._used:
             arrival[link] = 0.0
         factor = {}
@@ -736,27 +761,37 @@ class DcqcnNetwork:
             factor[sub] = sub.x
             sub.out = []
         share_of: dict[_Sub, float] = {}
-        for entries in self._by_level:  # type: ignore[union-attr]
+        for entries, nics in zip(self._by_level, self._nics, strict=True):  # type: ignore[arg-type]
             for sub, hops in entries:
                 rate = factor[sub]
                 for link, _, w in hops:
                     arrival[link] += w * rate
+            level = _NO_LEVELS
+            for link in nics:
+                if arrival[link] > capacity[link] * eff[link] * (1 + _EPS):
+                    level = _fair_levels(entries, factor, arrival, capacity, eff, links)
+                    break
             for sub, hops in entries:
                 rate = factor[sub]
                 share = math.inf
                 for link, _, _ in hops:
                     a, c = arrival[link], capacity[link] * eff[link]
-                    if links[link].queued and queue[link] > 0 and a > 0:
+                    queued = is_queued[link]
+                    if queued and queue[link] > 0 and a > 0:
                         one = c / a  # a backlog: the link sends at its rate, in the mix that arrives
                     elif a > c * (1 + _EPS):
-                        one = c / a
+                        if link in level:  # a host's link: its queue pairs in turn, each up to its rate
+                            fair = level[link]
+                            one = fair / rate if fair < rate else 1.0
+                        else:
+                            one = c / a
                     else:
                         one = 1.0
-                    if links[link].queued:
+                    if queued:
                         sub.out.append((link, rate * one if one < 1.0 else rate))
                     if one < share:
                         share = one
-                if share < 1 and not links[hops[0][0]].queued:
+                if share < 1 and not is_queued[hops[0][0]]:
                     share_of[sub] = min(share_of.get(sub, 1.0), share)
                 factor[sub] = rate * share
         return share_of
@@ -767,38 +802,41 @@ class DcqcnNetwork:
         a cut can change a rate; while every sub-flow that marks or CNPs reach sits at MIN_RATE, a cut
         only restarts its increase timer, and the checks come every `_coarse` ns instead (1/32 of
         RP_TIMER; the timer restarts from the tick of the last cut, `_cuts`)."""
-        links, queue, capacity = self.links, self.queue, self.capacity
+        queue, capacity = self.queue, self.capacity
+        ceil = math.ceil  # (`_ceil`, inlined: this loop runs at every step)
         wake = NEVER_NS
         marking = False
         marks: set[int] = set()
         arrival, eff, pfc_at = self.arrival, self.eff, self.pfc_at
         soon = now + 1  # (conditionals, not min/max: this loop runs at every step)
-        for link in self._used_queues:
-            spec = links[link]
-            kmin = spec.kmin
+        kmins = self._kmin
+        for link in self._active:
             q, net = queue[link], arrival[link] - capacity[link] * eff[link]
+            if not q and net <= 0:
+                continue  # empty and not filling: nothing to plan (most queues, most of the time)
+            kmin = kmins[link]
             if q > kmin and q > 0:
                 marking = True
                 marks.add(link)
             if net > _EPS * capacity[link]:
                 if q < kmin:
-                    at = now + _ceil((kmin - q) / net) + 1
+                    at = now + ceil((kmin - q) / net - 1e-6) + 1
                     if at < wake:
                         wake = at
                 if q < pfc_at[link]:
-                    at = now + _ceil((pfc_at[link] - q) / net)
+                    at = now + ceil((pfc_at[link] - q) / net - 1e-6)
                     if at < soon:
                         at = soon
                     if at < wake:
                         wake = at
             elif q > 0 and net < -_EPS * capacity[link]:
                 if q > kmin:  # marking stops
-                    at = now + _ceil((q - kmin) / -net) + 1
+                    at = now + ceil((q - kmin) / -net - 1e-6) + 1
                     if at < soon:
                         at = soon
                     if at < wake:
                         wake = at
-                at = now + _ceil(q / -net)
+                at = now + ceil(q / -net - 1e-6)
                 if at < soon:
                     at = soon
                 if at < wake:
@@ -817,14 +855,14 @@ class DcqcnNetwork:
             if sub.rc > floor and (owes or pending or (marks and any(link in marks for link, _ in sub.out))):
                 live = True
                 if pending:  # the tick at which its next CNPs count
-                    at = -(-_ceil(pending[0][0]) // tick) * tick
+                    at = -(-ceil(pending[0][0] - 1e-6) // tick) * tick
                     if at < wake:
                         wake = at
             if sub.timer_at < wake:
                 wake = sub.timer_at
             x = sub.x
             if x > 0:
-                at = now + _ceil(sub.remaining / x)
+                at = now + ceil(sub.remaining / x - 1e-6)
                 if at <= now:
                     at = now + 1
                 if at < wake:
@@ -836,6 +874,34 @@ class DcqcnNetwork:
             every = tick if live else self._coarse
             wake = min(wake, (now // every + 1) * every)
         self.wakeup_ns = wake if wake > now else now + 1
+
+
+def _fair_levels(entries, factor, arrival, capacity, eff, links) -> dict[int, float]:
+    """Per overloaded queue-less link (a host's NIC) of one level, the rate each of its queue pairs
+    gets: ns-3's NIC serves its queue pairs in turn (`RdmaEgressQueue::GetNextQindex`, round robin),
+    each paced at its own rate (`m_nextAvail`), so a pair slower than an equal share keeps its rate
+    and the others split the rest — max-min fair: the level λ with Σ w·min(x, λ) = C (w: the pairs a
+    sub-flow stands for on the link)."""
+    over: dict[int, list[tuple[float, float]]] = {}
+    for sub, hops in entries:
+        rate = factor[sub]
+        for link, _, w in hops:
+            if not links[link].queued and arrival[link] > capacity[link] * eff[link] * (1 + _EPS):
+                over.setdefault(link, []).append((rate, w))
+    level: dict[int, float] = {}
+    for link, pairs in over.items():
+        pairs.sort()
+        left = capacity[link] * eff[link]
+        weight = sum(w for _, w in pairs)
+        fair = left / weight
+        for rate, w in pairs:
+            if rate >= fair:
+                break
+            left -= rate * w
+            weight -= w
+            fair = left / weight
+        level[link] = fair
+    return level
 
 
 def _mark(spec: FluidLink, q: float) -> float:
