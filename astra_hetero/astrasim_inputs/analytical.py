@@ -94,13 +94,17 @@ class AnalyticalNetwork:
 
 def read_analytical_network(path: Path) -> AnalyticalNetwork:
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        text = Path(path).read_text()
     except FileNotFoundError:
         raise RunDirError(f"{path}: network file missing") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise RunDirError(f"{path}: cannot be read ({exc})") from None
-    except yaml.YAMLError as exc:
-        raise RunDirError(f"{path}: not YAML ({exc})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:  # one line: PyYAML's own message quotes the file over several
+        from astra_hetero.spec.yamlfile import describe_yaml_error  # only here: it loads the schema
+
+        raise RunDirError(f"{path}: not YAML ({describe_yaml_error(exc, text)})") from None
     if not isinstance(data, dict):
         raise RunDirError(f"{path}: an analytical network file maps {', '.join(KEYS)} to one list each")
     missing = [key for key in KEYS if key not in data]

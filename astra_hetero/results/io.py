@@ -18,6 +18,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from astra_hetero.errors import BackendFailed, RunDirError
 from astra_hetero.results.model import RESULT_FORMAT, RunResult
+from astra_hetero.results.throughput import figures_problem
 from astra_hetero.rundir import MANIFEST, RESULT, write_text_atomic
 
 RANK_TIMES = ("finish_us", "compute_us", "exposed_comm_us", "idle_us")
@@ -151,6 +152,9 @@ def read_result(run_dir: Path) -> RunResult:
     problem = time_problem(result)
     if problem:
         raise RunDirError(f"{path}: {problem} (times must be finite and non-negative)")
+    problem = figures_problem(result.throughput)
+    if problem:
+        raise RunDirError(f"{path}: {problem}")
     for i, rank in enumerate(result.ranks):
         if rank.rank != i or min(rank.stage, rank.replica) < 0:
             raise RunDirError(

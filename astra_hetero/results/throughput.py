@@ -79,6 +79,25 @@ def _without(result: RunResult, reason: str) -> RunResult:
     return dataclasses.replace(result, warnings=(*result.warnings, NO_THROUGHPUT + reason))
 
 
+SHOWN = ("tokens_per_s", "model_tflops_per_gpu", "mfu")  # what reports print of a result's figures
+
+
+def figures_problem(figures: Any) -> str:
+    """What is wrong with a result.json's `throughput` as read back (None: no figures), or ''."""
+    if figures is None:
+        return ""
+    if not isinstance(figures, dict):
+        return "throughput must be an object or null"
+    for name in SHOWN:
+        value = figures.get(name)
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or not math.isfinite(value) or value < 0:
+            return f"throughput.{name} must be a finite number >= 0, got {value!r}"
+    if not isinstance(figures.get("compute_precision"), str):
+        return "throughput.compute_precision must be a string"
+    return ""
+
+
 def throughput_line(result: RunResult) -> str:
     """One line for a run summary, or '' when the result has no figures."""
     t = result.throughput

@@ -201,7 +201,9 @@ def read_spec_data(path: str | Path) -> Any:
     """A spec file's YAML with its includes merged in, not yet validated."""
     path = Path(path)
     data = read_yaml(path, "", "spec file")
-    if isinstance(data, dict) and "include" in data:
+    if not isinstance(data, dict):  # named here, where the file is known; parse_spec only has data
+        raise SpecError("", f"{path}: the spec must be a mapping of sections, got {_kind(data)}")
+    if "include" in data:
         data = _with_includes(data, path, (_real_path(path, ""),))
     return data
 

@@ -139,6 +139,18 @@ def test_events_and_iterations(stg, tmp_path):
     assert result.iteration_time_us > plain.iteration_time_us
 
 
+def test_a_timeline_of_several_iterations_names_astrasims_algorithms(stg, tmp_path):
+    """Iterations run the dynamic engine, whose trace spans name each collective's algorithm: on an
+    imported study the system file's (this crashed with an AttributeError before)."""
+    files, _, _ = stg
+    import_study(files, tmp_path / "run", overlay=overlay(tmp_path, "iterations: 2\n"))
+    execute(tmp_path / "run", timeline="all")
+    events = json.loads((tmp_path / "run/trace.json").read_text())["traceEvents"]
+    algorithms = {e["args"]["algorithm"] for e in events if "algorithm" in e.get("args", {})}
+    system = json.loads(files.system.read_text())
+    assert algorithms and algorithms <= {"direct", "+".join(system["all-reduce-implementation"][:2]), "ring"}
+
+
 @pytest.mark.parametrize(
     ("text", "field", "reason"),
     [
