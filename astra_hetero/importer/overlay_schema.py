@@ -171,7 +171,10 @@ def load_overlay(path: Path) -> tuple[Overlay, str]:
 def _refuse_network_events(data: dict[str, Any], path: Path) -> None:
     """Link events and background traffic need flows on links; the ASTRA-sim model prices messages on
     a network without contention, so they could not change anything: refused, saying what does."""
-    for i, event in enumerate(data.get("dynamics") or []):
+    events = data.get("dynamics")
+    if not isinstance(events, list):
+        return  # None, or not a list: the schema names it
+    for i, event in enumerate(events):
         kind = event.get("event") if isinstance(event, dict) else None
         if kind in ("link_rate", "background_traffic"):
             raise SpecError(

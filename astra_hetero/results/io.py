@@ -156,7 +156,8 @@ def read_result(run_dir: Path) -> RunResult:
     if problem:
         raise RunDirError(f"{path}: {problem}")
     for i, rank in enumerate(result.ranks):
-        if rank.rank != i or min(rank.stage, rank.replica) < 0:
+        placed = [v for v in (rank.stage, rank.replica) if v is not None]  # None: an idle GPU
+        if rank.rank != i or any(v < 0 for v in placed):
             raise RunDirError(
                 f"{path}: ranks[{i}] describes rank {rank.rank}, stage {rank.stage}, "
                 f"replica {rank.replica}; ranks must be listed in order, from 0"

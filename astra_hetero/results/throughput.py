@@ -86,7 +86,7 @@ def figures_problem(figures: Any) -> str:
     """What is wrong with a result.json's `throughput` as read back (None: no figures), or ''."""
     if figures is None:
         return ""
-    if not isinstance(figures, dict):
+    if not isinstance(figures, dict):  # the result schema reads it as an object already
         return "throughput must be an object or null"
     for name in SHOWN:
         value = figures.get(name)

@@ -88,6 +88,11 @@ TWO_DIMS = "topology: [ Ring, Switch ]\nnpus_count: [ 4, 2 ]\nbandwidth: [ 50, 5
             r"groups\.json: group 1 must list distinct ranks of the job \(0\.\.3\)",
         ),
         ({"groups": {"0": [0, 1]}}, r"groups\.json: group id '0' must be a positive integer"),
+        # PyYAML's own message spans lines quoting the file; the error stays one line naming the place
+        (
+            {"network": "topology: [ Ring ]\nn"},
+            r"network\.yml: not YAML \(line 2, column 2: could not find[^\n]*$",
+        ),
         ({"groups": {"2": [0, 1]}}, r"trace\.0\.et: its collectives use pg_name '1', which .*groups\.json"),
         (
             {"system": {"all-reduce-implementation": ["ring", "ring"]}},

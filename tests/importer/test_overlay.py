@@ -165,6 +165,7 @@ def test_a_timeline_of_several_iterations_names_astrasims_algorithms(stg, tmp_pa
         ('npu_groups:\n  - {npus: "7-3", compute_factor: 2}\n', "npu_groups[0].npus", "runs backwards"),
         ("links:\n  - {npus: 1, bandwidth_factor: 0.5, gbps: 10}\n", "links[0]", "bandwidth_factor"),
         ("dynamics:\n  - {event: link_rate, factor: 0.5}\n", "dynamics[0].event", "links shared by flows"),
+        ("dynamics: 5\n", "dynamics", "valid list"),  # a TypeError before
         (
             'npu_groups:\n  - {npus: 1, compute_factor: 2}\n  - {npus: "0-3", compute_factor: 3}\n',
             "npu_groups[1].npus",

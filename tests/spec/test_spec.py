@@ -171,6 +171,10 @@ def test_missing_spec_file_and_bad_yaml(tmp_path: Path):
     (tmp_path / "bad.yaml").write_text("model: [unclosed\n")
     with pytest.raises(SpecError, match="not valid YAML"):
         load_spec(tmp_path / "bad.yaml")
+    for text, kind in (("", "null"), ("- model: x\n", "list"), ("3\n", "int")):
+        (tmp_path / "odd.yaml").write_text(text)
+        with pytest.raises(SpecError, match=f"odd.yaml: the spec must be a mapping of sections, got {kind}"):
+            load_spec(tmp_path / "odd.yaml")
 
 
 @pytest.mark.parametrize("path", example_specs())
