@@ -145,7 +145,7 @@ def judge(outcome: Outcome, names: tuple[str, ...], point_failures: bool = False
 
 
 # "error: cluster.node_groups[0].nic: ..." or "error: /path/file.json: ...": a field path or a file
-_NAMED = re.compile(r"^(error: )?[^\s:]*[\w\]/][^\s:]*(:\d+)?: \S")
+_NAMED = re.compile(r"^error: [^\s:]*[\w\]/][^\s:]*(:\d+)?: \S")
 
 
 def _names_something(err: str, names: tuple[str, ...]) -> bool:

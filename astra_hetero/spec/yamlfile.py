@@ -70,6 +70,16 @@ def read_yaml(path: Path, field: str, what: str = "file", private: bool = False)
             loader.dispose()
 
 
+def read_yaml_mapping(path: Path, field: str, what: str) -> dict[str, Any]:
+    """`read_yaml` of a file that must hold a mapping (a sweep, a study): anything else is an error
+    naming the file, not the schema's "valid dictionary or instance of ..." without it."""
+    data = read_yaml(path, field, what)
+    if not isinstance(data, dict):
+        kind = "nothing (is the file empty?)" if data is None else f"a {type(data).__name__}"
+        raise SpecError(field, f"{path}: a {what} holds a mapping of keys, not {kind}")
+    return data
+
+
 def _read_text(path: Path, field: str, what: str) -> str:
     try:
         if not path.exists():

@@ -31,7 +31,7 @@ from astra_hetero.errors import SpecError
 from astra_hetero.jobs.load import RunSpec, load_run_spec, parse_run_spec
 from astra_hetero.spec.load import spec_error_from_validation
 from astra_hetero.spec.types import Seconds
-from astra_hetero.spec.yamlfile import read_yaml
+from astra_hetero.spec.yamlfile import read_yaml_mapping
 
 _TOKEN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
 
@@ -90,7 +90,7 @@ MAX_POINTS = MAX_SWEEP_POINTS
 
 def load_sweep(path: str | Path, max_points: int = MAX_POINTS) -> Sweep:
     path = Path(path)
-    return plan_sweep(read_yaml(path, "", "sweep file"), path.parent, max_points)
+    return plan_sweep(read_yaml_mapping(path, "", "sweep file"), path.parent, max_points)
 
 
 def plan_sweep(data: Any, directory: Path, max_points: int = MAX_POINTS) -> Sweep:
