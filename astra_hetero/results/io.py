@@ -17,6 +17,8 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from astra_hetero.errors import BackendFailed, RunDirError
+from astra_hetero.provenance import KEY as PROVENANCE
+from astra_hetero.provenance import provenance_problem
 from astra_hetero.results.model import RESULT_FORMAT, RunResult
 from astra_hetero.results.throughput import figures_problem
 from astra_hetero.rundir import MANIFEST, RESULT, write_text_atomic
@@ -152,7 +154,7 @@ def read_result(run_dir: Path) -> RunResult:
     problem = time_problem(result)
     if problem:
         raise RunDirError(f"{path}: {problem} (times must be finite and non-negative)")
-    problem = figures_problem(result.throughput)
+    problem = figures_problem(result.throughput) or provenance_problem(result.meta.get(PROVENANCE))
     if problem:
         raise RunDirError(f"{path}: {problem}")
     for i, rank in enumerate(result.ranks):

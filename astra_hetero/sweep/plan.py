@@ -163,8 +163,14 @@ def _render(steps: list[str | int]) -> str:
 
 
 def base_data(base: str | dict[str, Any], directory: Path) -> dict[str, Any]:
-    """The base spec (a file relative to `directory`, or inline), validated, as plain data."""
-    spec = load_run_spec(directory / base) if isinstance(base, str) else parse_run_spec(base)
+    """The base spec (a file relative to `directory`, or inline), validated, as plain data. Its errors
+    name `base` (and the file), not only the field inside the base spec."""
+    try:
+        spec = load_run_spec(directory / base) if isinstance(base, str) else parse_run_spec(base)
+    except SpecError as exc:
+        field = f"base.{exc.field}" if exc.field else "base"
+        where = f" (in {directory / base})" if isinstance(base, str) and exc.field else ""
+        raise type(exc)(field, exc.reason + where) from None
     return spec.model_dump()
 
 

@@ -69,6 +69,19 @@ def result_data(**rank_changes) -> dict:
             "throughput.tokens_per_s must be a finite number >= 0, got None",
         ),
         ({**mixed_result().to_json(), "throughput": [1]}, "throughput: Input should be an object"),
+        # reports print the provenance: an AttributeError, or a -1 copied into report.json, before
+        (
+            {**mixed_result().to_json(), "meta": {"provenance": {"astra_hetero": 7}}},
+            "provenance.astra_hetero must be an object",
+        ),
+        (
+            {**mixed_result().to_json(), "meta": {"provenance": {"astra_hetero": {"dirty": -1}}}},
+            "provenance.astra_hetero.dirty must be true/false or null, not -1",
+        ),
+        (
+            {**mixed_result().to_json(), "meta": {"provenance": {"backend": {"docker": {"labels": [1]}}}}},
+            "provenance.backend.docker.labels must map names to text",
+        ),
     ],
     ids=[
         "nan",
@@ -82,6 +95,9 @@ def result_data(**rank_changes) -> dict:
         "not-object",
         "throughput-figure-missing",
         "throughput-not-object",
+        "provenance-not-object",
+        "provenance-dirty",
+        "provenance-labels",
     ],
 )
 def test_a_result_with_impossible_values_is_refused(tmp_path, data, says) -> None:

@@ -146,3 +146,20 @@ def test_a_file_that_is_not_a_mapping_is_named(tmp_path, capsys, command, text, 
     err = capsys.readouterr().err
     assert f"f.yaml: a {command} file holds a mapping of keys, not {kind}" in err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("base", "field", "says"),
+    [
+        ("missing.yaml", "base", "spec file not found"),
+        ({**make_spec_data(), "parallelism": {"tp": 3, "pp": 1, "dp": 1, "global_batch_size": 4}}, "base.parallelism", ""),
+        ("odd.yaml", "base.parallelism", "odd.yaml"),
+    ],
+)
+def test_errors_in_the_base_name_the_base(tmp_path, base, field, says):
+    """Before: "parallelism: ..." alone, which could be the sweep's or any file's."""
+    odd = {**make_spec_data(), "parallelism": {"tp": 3, "pp": 1, "dp": 1, "global_batch_size": 4}}
+    (tmp_path / "odd.yaml").write_text(yaml.safe_dump(odd))
+    with pytest.raises(SpecError) as error:
+        plan_sweep({"base": base, "grid": {"parallelism.tp": [1]}}, tmp_path)
+    assert error.value.field == field and says in error.value.reason

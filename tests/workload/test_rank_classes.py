@@ -81,6 +81,8 @@ def test_the_map_names_each_ranks_class_groups_and_peers(tmp_path):
         (lambda d: d.update(format="other"), "format"),
         (lambda d: d.update(num_ranks=17), "num_ranks"),
         (lambda d: d["class_of"].append([0, 1]), "class_of"),
+        # expanded before it was checked: an OverflowError (or gigabytes of list) before
+        (lambda d: d["class_of"].__setitem__(0, [d["class_of"][0][0], 10**29]), "more than the 16 ranks"),
         (lambda d: d["class_of"].__setitem__(0, [99, d["class_of"][0][1]]), "class_of"),
         (lambda d: d["groups"].pop(), "groups"),
         (lambda d: d["peers"].__setitem__(3, ["x"]), "peers[3]"),
