@@ -32,6 +32,7 @@ bandwidth, affine between neighbours); below the smallest size it stays at the s
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,6 +190,9 @@ def _own_lines(lines: list[str]) -> list[tuple[int, str]]:
     return numbered
 
 
+MAX_TIME_US = 86_400e6  # a day: no collective nccl-tests times takes longer; 1e308 would overflow the model
+
+
 def _row(tokens: list[str], header: list[str], number: int) -> tuple[int, tuple[float, float, float], str]:
     """(size, (best time us, mean algbw, mean busbw), the placement of the best time) of one result row:
     nccl-tests prints out-of-place first, then in-place; a single time column is out-of-place."""
@@ -203,9 +207,15 @@ def _row(tokens: list[str], header: list[str], number: int) -> tuple[int, tuple[
             seen_times += 1
         if key in columns:
             try:
-                columns[key].append(float(value))
+                value_ = float(value)
             except ValueError:
                 continue  # "N/A" and the like: the other placement still counts
+            if not math.isfinite(value_) or value_ < 0 or (key == "time" and value_ > MAX_TIME_US):
+                raise NcclTestsError(
+                    f"line {number}: {name} {value!r} is not a measurement (finite, >= 0; a time at most "
+                    f"{MAX_TIME_US:.0e} us, a day)"
+                )
+            columns[key].append(value_)
             if key == "time":
                 times.append((columns[key][-1], "out-of-place" if seen_times == 1 else "in-place"))
     if not all(columns.values()):

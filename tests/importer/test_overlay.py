@@ -167,6 +167,12 @@ def test_a_timeline_of_several_iterations_names_astrasims_algorithms(stg, tmp_pa
         ("dynamics:\n  - {event: link_rate, factor: 0.5}\n", "dynamics[0].event", "links shared by flows"),
         ("dynamics: 5\n", "dynamics", "valid list"),  # a TypeError before
         (
+            "dynamics:\n  - {event: device_slowdown, npus: 0, factor: 0.5, start_ms: 1, end_ms: 1.0000000001}"
+            "\n",
+            "dynamics[0]",
+            "by at least 1 ns",
+        ),  # the run directory's reader refused it, after the overlaid directory was written
+        (
             'npu_groups:\n  - {npus: 1, compute_factor: 2}\n  - {npus: "0-3", compute_factor: 3}\n',
             "npu_groups[1].npus",
             "also in npu_groups[0]",

@@ -152,7 +152,11 @@ def test_a_file_that_is_not_a_mapping_is_named(tmp_path, capsys, command, text, 
     ("base", "field", "says"),
     [
         ("missing.yaml", "base", "spec file not found"),
-        ({**make_spec_data(), "parallelism": {"tp": 3, "pp": 1, "dp": 1, "global_batch_size": 4}}, "base.parallelism", ""),
+        (
+            {**make_spec_data(), "parallelism": {"tp": 3, "pp": 1, "dp": 1, "global_batch_size": 4}},
+            "base.parallelism",
+            "",
+        ),
         ("odd.yaml", "base.parallelism", "odd.yaml"),
     ],
 )
