@@ -422,13 +422,53 @@ def spec_case(command: str, bases: Bases, work: Path, rng: random.Random) -> Cas
     return Case(argv, [out], [out / "result.json"], names, f"{seed}: {mutation.what}")
 
 
+def mutate_yaml_text(text: str, rng: random.Random) -> tuple[str, str]:
+    """YAML that parses into something else than the writer meant: a duplicated key, an alias bomb,
+    deep nesting, an anchor/alias standing for a value, a tab, a byte-order mark, a second document."""
+    lines = text.splitlines()
+    i = rng.randrange(len(lines))
+    op = rng.choice(["duplicate", "bomb", "deep", "alias", "tab", "bom", "documents", "merge"])
+    if op == "duplicate":
+        lines.insert(i, lines[i])
+        return "\n".join(lines) + "\n", f"line {i + 1} repeated"
+    if op == "bomb":
+        bomb = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+        bomb += [
+            f"a{k}: &a{k} [*a{k - 1}, *a{k - 1}, *a{k - 1}, *a{k - 1}, *a{k - 1}, *a{k - 1}]"
+            for k in range(1, 9)
+        ]
+        return "\n".join(bomb + lines) + "\n", "an alias bomb on top"
+    if op == "deep":
+        return text + "deep: " + "[" * 5000 + "]" * 5000 + "\n", "nested 5000 deep"
+    if op == "alias":
+        key, sep, value = lines[i].partition(": ")
+        if sep and value:
+            lines[i] = f"{key}: &v {value}"
+            lines.append(f"{key.strip().lstrip('- ')}_copy: *v")
+            return "\n".join(lines) + "\n", f"line {i + 1} anchored, then aliased under a new key"
+        return text + "x: *undefined\n", "an undefined alias"
+    if op == "tab":
+        lines[i] = "\t" + lines[i]
+        return "\n".join(lines) + "\n", f"a tab before line {i + 1}"
+    if op == "bom":
+        return "\ufeff" + text, "a byte-order mark"
+    if op == "documents":
+        return text + "---\n" + text, "two documents"
+    return "base: &b {x: 1}\n" + text + "other:\n  <<: *b\n", "a merge key"
+
+
 def spec_bytes_case(bases: Bases, work: Path, rng: random.Random) -> Case:
-    """A spec file damaged on disk (truncated, garbage bytes, not UTF-8), given to `build`."""
+    """A spec file damaged on disk (truncated, garbage bytes, not UTF-8, YAML that means something
+    else), given to `build`."""
     import yaml
 
     seed = rng.choice(sorted(bases.seeds))
     text = yaml.safe_dump(bases.seeds[seed]).encode()
-    damaged, what = mutate_bytes(text, rng)
+    if rng.random() < 0.5:
+        changed, what = mutate_yaml_text(text.decode(), rng)
+        damaged = changed.encode()
+    else:
+        damaged, what = mutate_bytes(text, rng)
     spec = work / "spec.yaml"
     spec.write_bytes(damaged)
     out = work / "out"
@@ -652,11 +692,32 @@ def _mutate_nccl(path: Path, rng: random.Random) -> str:
     return f"line {i + 1} field {j} -> {fields[j]!r}"
 
 
+def plan_case(bases: Bases, work: Path, rng: random.Random) -> Case:
+    """A plan-search spec (`search:`) with one field mutated, given to `plan` (a few simulations)."""
+    from tests.test_pipeline import small_spec
+
+    data = {**small_spec(), "scope": {"layers_per_stage": 1, "micro_batches_per_replica": 1}}
+    data["parallelism"] = {"global_batch_size": 4}
+    data["search"] = {"tp": [1, 2], "micro_batch_size": [1], "max_simulations": 3}
+    data, mutation = mutate(data, rng)
+    spec = work / "spec.yaml"
+    _write_yaml(spec, data)
+    out = work / "out"
+    return Case(
+        ["plan", str(spec), "-o", str(out), "--no-plots", "--no-cache", "--jobs", "1", "--quiet"],
+        [out],
+        [out / "search.json"],
+        (*mutation.names, "spec.yaml"),
+        mutation.what,
+    )
+
+
 TARGETS: dict[str, Any] = {
     "spec-build": lambda b, w, r: spec_case("build", b, w, r),
     "spec-run": lambda b, w, r: spec_case("run", b, w, r),
     "spec-topology": lambda b, w, r: spec_case("topology", b, w, r),
     "spec-bytes": spec_bytes_case,
+    "spec-plan": plan_case,
     "run-dir": run_dir_case,
     "report": report_case,
     "import": import_case,

@@ -48,6 +48,7 @@ CASES = [
     ("import", 25),
     ("overlay", 25),
     ("measured", 15),
+    ("spec-plan", 3),  # a search of three simulations: a second each
 ]
 
 

@@ -62,6 +62,9 @@ def _checked(record: dict[str, Any], where: str) -> dict[str, Any]:
         if not ok or not math.isfinite(value) or value <= 0:
             raise RunDirError(f"{where}: throughput.{field} must be a positive number, got {value!r}")
 
+    for text in ("formula", "compute_precision"):  # copied into the result and printed as they are
+        if not isinstance(record.get(text, ""), str):
+            raise RunDirError(f"{where}: throughput.{text} must be text, got {record[text]!r}")
     positive(record.get("model_flops_per_iteration"), "model_flops_per_iteration")
     positive(record.get("tokens_per_iteration"), "tokens_per_iteration")
     gpus = record.get("gpus")
