@@ -344,7 +344,8 @@ class Bases:
         if name not in self._made:
             path = self.root / "bases" / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            make(path)
+            with contextlib.redirect_stdout(io.StringIO()):  # the summary of a run: not the fuzzer's
+                make(path)
             self._made[name] = path
         return self._made[name]
 

@@ -143,6 +143,11 @@ def parse_nccl_tests(text: str, filename: str = "", collective: str | None = Non
     largest = rows[sizes[-1]]
     if largest[1] <= 0:
         raise NcclTestsError(f"algbw is 0 at the largest size {sizes[-1]}; cannot derive the bus factor")
+    if not 0 < largest[2] / largest[1] <= 2:  # nccl-tests' factors: 2(n-1)/n (all-reduce) or below
+        raise NcclTestsError(
+            f"busbw / algbw at the largest size {sizes[-1]} is {largest[2] / largest[1]:.3g}; nccl-tests "
+            "prints a bus factor in (0, 2] (all-reduce 2(n-1)/n, gathers (n-1)/n, broadcast 1)"
+        )
     hosts = {}
     for _, line in lines:
         match = _RANK_LINE.match(line.strip())
@@ -191,6 +196,7 @@ def _own_lines(lines: list[str]) -> list[tuple[int, str]]:
 
 
 MAX_TIME_US = 86_400e6  # a day: no collective nccl-tests times takes longer; 1e308 would overflow the model
+MAX_GBS = 1e6  # GB/s: 500x NVLink 5's 1.8 TB/s per GPU (NVIDIA's Blackwell datasheet): no measurement
 
 
 def _row(tokens: list[str], header: list[str], number: int) -> tuple[int, tuple[float, float, float], str]:
@@ -210,10 +216,14 @@ def _row(tokens: list[str], header: list[str], number: int) -> tuple[int, tuple[
                 value_ = float(value)
             except ValueError:
                 continue  # "N/A" and the like: the other placement still counts
-            if not math.isfinite(value_) or value_ < 0 or (key == "time" and value_ > MAX_TIME_US):
+            if (
+                not math.isfinite(value_)
+                or value_ < 0
+                or value_ > (MAX_TIME_US if key == "time" else MAX_GBS)
+            ):
                 raise NcclTestsError(
                     f"line {number}: {name} {value!r} is not a measurement (finite, >= 0; a time at most "
-                    f"{MAX_TIME_US:.0e} us, a day)"
+                    f"{MAX_TIME_US:.0e} us, a day; a bandwidth at most {MAX_GBS:.0e} GB/s)"
                 )
             columns[key].append(value_)
             if key == "time":
