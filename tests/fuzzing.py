@@ -349,17 +349,23 @@ class Bases:
             self._made[name] = path
         return self._made[name]
 
-    def run_dir(self, finished: bool) -> Path:
-        """The small spec built (or also run) into a run directory."""
+    def run_dir(self, finished: bool, dcqcn: bool = False) -> Path:
+        """The small spec built (or also run) into a run directory; `dcqcn`: under the DCQCN link
+        model, which reads ns3/config.txt."""
         import yaml
 
         def make(path: Path) -> None:
+            data = copy.deepcopy(self.seeds["small"])
+            if dcqcn:
+                data["network"]["link_model"] = "dcqcn"
+                data["scope"] = {"layers_per_stage": 1, "micro_batches_per_replica": 1}
             spec = path.parent / f"{path.name}.yaml"
-            spec.write_text(yaml.safe_dump(self.seeds["small"]))
+            spec.write_text(yaml.safe_dump(data))
             command = "run" if finished else "build"
             assert main([command, str(spec), "-o", str(path), "--quiet"]) == 0
 
-        return self._once("finished" if finished else "built", make)
+        name = ("finished" if finished else "built") + ("-dcqcn" if dcqcn else "")
+        return self._once(name, make)
 
     def study(self) -> Path:
         """ASTRA-sim's 4-NPU all-reduce traces with a ring network and a system file."""
@@ -514,8 +520,12 @@ def _pick_file(root: Path, rng: random.Random, skip: tuple[str, ...] = ()) -> Pa
 
 def run_dir_case(bases: Bases, work: Path, rng: random.Random) -> Case:
     """A built run directory with one of its files damaged, given to `run` (embedded backend)."""
-    run_dir = _copy(bases.run_dir(finished=False), work, "run")
-    path = _pick_file(run_dir, rng, skip=(".astra-hetero",))
+    dcqcn = rng.random() < 0.3
+    run_dir = _copy(bases.run_dir(finished=False, dcqcn=dcqcn), work, "run")
+    if dcqcn and rng.random() < 0.5:  # what only this link model reads
+        path = run_dir / "ns3" / "config.txt"
+    else:
+        path = _pick_file(run_dir, rng, skip=(".astra-hetero",))
     what = _mutate_file(path, rng)
     rel = str(path.relative_to(run_dir))
     return Case(
