@@ -33,6 +33,7 @@ def main() -> int:
     parser.add_argument("--target", action="append", choices=sorted(TARGETS), help="only these targets")
     parser.add_argument("--examples", action="store_true", help="also mutate the shipped example specs")
     parser.add_argument("--show", type=int, default=3, help="failing cases printed per kind and target")
+    parser.add_argument("--seconds", type=float, default=None, help="stop after this long (with a summary)")
     args = parser.parse_args()
     targets = args.target or sorted(TARGETS)
     rng = random.Random(args.seed)
@@ -44,6 +45,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="fuzz-") as tmp:
         bases = Bases(Path(tmp), seeds)
         for i in range(args.cases):
+            if args.seconds is not None and time.perf_counter() - start > args.seconds:
+                break
             target = targets[i % len(targets)]
             work = Path(tmp) / "case"
             work.mkdir()
@@ -56,7 +59,7 @@ def main() -> int:
                 failures[target, kind] += 1
                 if shown[target, kind] < args.show:
                     shown[target, kind] += 1
-                    print(f"[{target}] {kind}: {case.what}")
+                    print(f"[{target}] {kind}: {case.what}", flush=True)
                     print(f"    argv: {' '.join(case.argv[:1])} ...; exit {outcome.code}")
                     print(f"    stderr: {outcome.stderr.strip()[:400]}")
                     if outcome.changed:
@@ -64,7 +67,7 @@ def main() -> int:
                     if outcome.bad_numbers:
                         print(f"    numbers: {list(outcome.bad_numbers)[:3]}")
     elapsed = time.perf_counter() - start
-    print(f"\n{args.cases} cases in {elapsed:.0f} s over {len(targets)} targets")
+    print(f"\n{sum(codes.values())} cases in {elapsed:.0f} s over {len(targets)} targets")
     print(f"{'target':<14} {'cases':>6} {'exit 0':>7} {'exit 2':>7} {'other':>6}  failures")
     for target in targets:
         total = sum(n for (t, _), n in codes.items() if t == target)

@@ -56,9 +56,11 @@ class DcqcnParams:
             ) from None
 
 
-def read_dcqcn_config(path: Path) -> DcqcnParams:
+def read_config_values(path: Path, model: str) -> dict[str, str]:
+    """config.txt's `KEY value` lines (the one reader of the file for every link model): a missing,
+    unreadable or binary file is an error naming it and the `model` that reads it."""
     if not path.is_file():
-        raise RunDirError(f"{path}: missing (link_model dcqcn reads DCQCN's parameters from it)")
+        raise RunDirError(f"{path}: missing (link_model {model} reads its parameters from it)")
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
@@ -69,6 +71,11 @@ def read_dcqcn_config(path: Path) -> DcqcnParams:
         key, _, value = line.strip().partition(" ")
         if key and not key.startswith("#"):
             values[key] = value.strip()
+    return values
+
+
+def read_dcqcn_config(path: Path) -> DcqcnParams:
+    values = read_config_values(path, "dcqcn")
 
     def get(key: str) -> str:
         if key not in values or not values[key]:
