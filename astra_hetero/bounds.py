@@ -36,8 +36,9 @@ if TYPE_CHECKING:  # annotations only: the CLI imports this module to declare it
     from astra_hetero.spec.schema import Spec
 
 # Trace nodes per layer per micro-batch on a rank with tp > 1: compute and TP collective alternate,
-# 8 without sequence parallelism, 16 with it; full recompute adds half as many again. With sequence
-# parallelism the backward also re-gathers the input of the layer's two column-parallel GEMMs
+# 8 without sequence parallelism, 16 with it; full recompute adds half as many again, `selective_op`
+# 4 (its recomputation re-runs two collectives: SP's all-gathers or, without SP, the all-reduces).
+# With sequence parallelism the backward also re-gathers the input of the layer's two column-parallel GEMMs
 # (workload/costs.py `_regather`): an all-gather and the compute it splits, twice.
 NODES_PER_LAYER = 8
 NODES_PER_LAYER_SP_REGATHER = 4
@@ -99,6 +100,9 @@ def estimate_work(spec: Spec) -> WorkEstimate:
     if par.tp > 1:
         per_layer = NODES_PER_LAYER * (2 if par.sequence_parallel else 1)
         per_layer += per_layer // 2 if par.recompute == "full" else 0
+        # torchtitan's per-op recompute runs the layer's two entering collectives again: the SP
+        # all-gathers (the reduce-scatters are kept), or without SP the two all-reduces
+        per_layer += NODES_PER_LAYER // 2 if par.recompute == "selective_op" else 0
         per_layer += NODES_PER_LAYER_SP_REGATHER if par.sequence_parallel else 0
     chunks = _virtual_stages(spec)
     trace_nodes = (

@@ -2,7 +2,7 @@
 and the mean absolute percentage error (MAPE).
 
     python benchmarks/fidelity.py [--runs benchmarks/fidelity_runs.yaml] [--max-gpus N] [--only ID ...]
-                                  [--approximate] [--keep DIR]
+                                  [--approximate] [--keep DIR] [--memory]
 
 Each row of the runs file (data with its source, see that file) becomes a spec that goes through the
 pipeline as a library (spec → run directory → embedded backend), with every default as shipped:
@@ -10,7 +10,9 @@ nothing here is tuned to a row. Rows marked `excluded` (published measurements o
 performance runs, with the reason in the file) are evaluated and printed apart, never inside the MAPE.
 A row that names a parallelism field this version does not know is skipped and listed; `--approximate`
 runs it without that field, also apart. Rows above `--max-gpus` are listed, not run: the embedded
-engine takes minutes for the 280- and 512-GPU rows (run them with `--max-gpus 1024`).
+engine takes minutes for the 280- and 512-GPU rows (run them with `--max-gpus 1024`). `--memory` prints,
+instead, the generator's memory estimate of each row's fullest GPU beside the peak memory its source
+published (`measured.memory_gib`, rows that have one; no simulation, so every GPU count).
 """
 
 from __future__ import annotations
@@ -96,6 +98,28 @@ def predict(data: dict[str, Any], workdir: Path) -> tuple[float, float, float]:
     result = execute(run_dir.root, backend="embedded", timeline="none")
     busiest = max(result.ranks, key=lambda r: r.compute_us)
     return result.iteration_time_us / 1e6, busiest.compute_us / 1e6, busiest.exposed_comm_us / 1e6
+
+
+def memory_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Published peak memory per GPU against the generator's estimate of the fullest GPU, GiB."""
+    from astra_hetero.errors import AstraHeteroError
+    from astra_hetero.spec import parse_spec
+    from astra_hetero.workload.generate import plan_workload
+
+    lines = [f"{'row':48} {'published GiB':>13} {'estimate GiB':>12} {'error':>7}"]
+    for row in rows:
+        published = row["measured"].get("memory_gib")
+        data, unknown = spec_data(row, approximate=False)
+        if published is None or data is None:
+            continue
+        try:
+            estimate = max(gpu["peak_gib"] for gpu in plan_workload(parse_spec(data)).memory.values())
+        except AstraHeteroError as exc:  # refused: the estimate exceeds a GPU's capacity
+            lines.append(f"{row['id']:48} {published:13.1f} {'-':>12} {'-':>7}  refused: {exc}")
+            continue
+        error = 100 * (estimate - published) / published
+        lines.append(f"{row['id']:48} {published:13.1f} {estimate:12.1f} {error:+6.1f}%")
+    return lines
 
 
 def evaluate(row: dict[str, Any], workdir: Path, approximate: bool) -> Outcome:
@@ -189,6 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--approximate", action="store_true", help="run rows without fields unknown here")
     parser.add_argument("--keep", type=Path, help="keep the run directories here")
     parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="print the memory estimate beside each row's published peak memory (no simulation)",
+    )
+    parser.add_argument(
         "--check",
         nargs="?",
         const=ROOT / "examples/experiments.yaml",
@@ -201,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     rows = yaml.safe_load(args.runs.read_text())["runs"]
     rows = [r for r in rows if not args.only or r["id"] in args.only]
+    if args.memory:
+        print("\n".join(memory_lines(rows)))
+        return 0
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="fidelity-") as tmp:
         workdir = args.keep or Path(tmp)

@@ -52,7 +52,7 @@ def sixteen_gpus(tp: int, pp: int, layers: int, per_replica: int, **parallelism)
 CASES = [
     (tp, pp, layers, mb, sp, recompute)
     for tp, pp, layers, mb, sp, recompute in itertools.product(
-        [1, 2, 4], [1, 4], [4, 16], [1, 8], [False, True], ["none", "full"]
+        [1, 2, 4], [1, 4], [4, 16], [1, 8], [False, True], ["none", "full", "selective_op"]
     )
     if not (sp and tp == 1)
 ]

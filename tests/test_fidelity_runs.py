@@ -48,10 +48,15 @@ def test_a_row_with_an_unknown_field_is_skipped_not_silently_changed():
     assert "future_flag" not in data["parallelism"] and unknown == ["parallelism.future_flag=3"]
 
 
+def preset(gpu):
+    """A row's GPU preset: the catalog key, or the preset a GPU with overridden numbers starts from."""
+    return gpu if isinstance(gpu, str) else gpu["preset"]
+
+
 def test_excluded_rows_give_their_reason_and_published_rows_cover_a100_and_h100():
     excluded = [r for r in ROWS if r.get("excluded")]
     assert all(len(r["excluded"]) > 20 for r in excluded)
-    gpus = {r["cluster"]["gpu"] for r in ROWS}
+    gpus = {preset(r["cluster"]["gpu"]) for r in ROWS}
     assert {"a100-40", "a100-80", "h100-sxm", "b200", "gb200"} <= gpus
     assert {r.get("precision", {}).get("compute", "bf16") for r in ROWS} >= {"bf16", "fp8"}
 
@@ -64,3 +69,21 @@ def test_mape_is_the_mean_absolute_error_of_evaluated_rows():
     ]
     assert fidelity.mape(outcomes) == pytest.approx(12.5)
     assert fidelity.max_error(outcomes).row_id == "b"
+
+
+def test_a_row_may_override_its_gpus_numbers_and_the_spec_keeps_them():
+    row = next(r for r in ROWS if not isinstance(r["cluster"]["gpu"], str))
+    gpu = parse_spec(fidelity.spec_data(row, approximate=True)[0]).cluster.node_groups[0].gpu
+    for key, value in row["cluster"]["gpu"].items():
+        assert getattr(gpu, key) == value, key
+
+
+def test_published_peak_memory_fits_the_rows_gpu_and_the_memory_listing_gives_an_estimate_each():
+    with_memory = [r for r in ROWS if "memory_gib" in r["measured"]]
+    assert with_memory
+    for row in with_memory:
+        gpu = parse_spec(fidelity.spec_data(row, approximate=True)[0]).cluster.node_groups[0].gpu
+        assert 0 < row["measured"]["memory_gib"] <= gpu.memory_gib, row["id"]
+    lines = fidelity.memory_lines([r for r in with_memory if r["cluster"]["nodes"] == 1])
+    assert len(lines) == 1 + sum(1 for r in with_memory if r["cluster"]["nodes"] == 1)
+    assert all(line.rstrip().endswith("%") for line in lines[1:])

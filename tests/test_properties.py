@@ -106,7 +106,7 @@ def plausible_specs(draw: st.DrawFn) -> dict[str, Any]:
         "global_batch_size": micro_batches,
         "schedule": draw(st.sampled_from(["1f1b", "gpipe"])),
         "sequence_parallel": tp > 1 and draw(st.booleans()),
-        "recompute": draw(st.sampled_from(["none", "selective", "full"])),
+        "recompute": draw(st.sampled_from(["none", "selective", "full", "selective_op"])),
         "distributed_optimizer": draw(st.booleans()),
     }
     heads = draw(st.sampled_from([4, 8]))

@@ -219,15 +219,47 @@ def _norm_backward(x: Shape, name: str) -> Op:
     )
 
 
+def op_sac_recompute(x: Shape) -> list[LayerStep]:
+    """What torchtitan's per-op selective activation checkpointing (`recompute: selective_op`;
+    torchtitan's selective_ac_option "op", parallelize_llama.py `_save_list` and `_custom_policy`,
+    2024-12 to 2025-06) recomputes at the start of a layer's backward: the layer's forward but the
+    operators whose outputs it saves — the attention core (SDPA's outputs, the context-parallel
+    exchange inside it too), the sequence-parallel reduce-scatters, and every aten.mm output but
+    every second one. In a Llama block the matrix products run wq, wk, wv, wo, w1, w3, w2 (separate
+    nn.Linear modules), so wk, wo and w3 are recomputed (a non-gated MLP: wk, wo and its down
+    projection). Under FP8 the linears run aten._scaled_mm, which the save list does not hold: every
+    linear is recomputed. Norms, RoPE, the activation, residual adds, FP8 casts and the TP all-gathers
+    in front of column-parallel linears are recomputed (not in the list)."""
+    core = core_attention_forward(x)
+    dt = x.dtypes
+    if dt.fp8:
+        products: dict[str, list[LayerStep]] = {}
+    else:
+        k_proj = linear_forward("k_proj", x.tokens, x.h, x.kv * x.d // x.t, dt)
+        products = {"qkv_proj": [k_proj], "mlp_up": []}
+        if x.swiglu:  # w1 (saved), w3 (recomputed), w2 (saved)
+            products["mlp_gate_up"] = [linear_forward("mlp_up", x.tokens, x.h, x.f // x.t, dt)]
+            products["mlp_down"] = []
+    steps: list[LayerStep] = []
+    for step in layer_forward(x):
+        if step in core or (isinstance(step, Collective) and step.kind == "reduce_scatter"):
+            continue
+        replaced = products.get(step.name, [step]) if isinstance(step, Op) else [step]
+        steps += [replace(s, name=f"recompute_{s.name}") if isinstance(s, Op) else s for s in replaced]
+    return steps
+
+
 def layer_backward(x: Shape, recompute: str) -> list[LayerStep]:
     """The forward reversed. Collectives mirror the forward's: the gradient of an all-reduce after a
     row-parallel block needs none, the input gradient of a column-parallel block is all-reduced (or
-    reduce-scattered with SP, where the forward's reduce-scatter becomes an all-gather)."""
+    reduce-scattered with SP, where the forward's reduce-scatter becomes an all-gather).
+    `selective_op` first recomputes what op_sac_recompute lists."""
     norm, dt = x.elementwise_tokens * x.h, x.dtypes
     grad_enter = [Collective("all_gather", _activation_bytes(x))] if x.t > 1 and x.sp else []
     qkv = x.tokens * x.qkv_width // x.t
     residual_bytes = BIAS_DROPOUT_ADD_BYTES["bwd"] * x.width
     return [
+        *(op_sac_recompute(x) if recompute == "selective_op" else []),
         memory_op("residual_mlp", norm, residual_bytes, flops=1.0),
         *_local(x, memory_op("mlp_down_bias_grad", norm, BIAS_GRAD_BYTES, flops=1.0)),
         *_mlp_block_backward(x, grad_enter),

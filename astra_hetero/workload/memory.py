@@ -72,6 +72,8 @@ def activation_bytes_per_layer(spec: Spec, expert_hosts: tuple[int, bool] = (0, 
     w = dt.activation_bytes
     if par.recompute == "full":
         return w * sbh / (t if par.sequence_parallel else 1)
+    if par.recompute == "selective_op":
+        return op_sac_bytes_per_token(spec) * s * b
     gemm_in = dt.gemm_input_bytes  # a saved linear-layer input
     fp8_copy = gemm_in if dt.fp8 else 0
     # norm inputs (2 tensors), QKV and MLP inputs, dropout masks (2 × 1 B)
@@ -92,6 +94,28 @@ def activation_bytes_per_layer(spec: Spec, expert_hosts: tuple[int, bool] = (0, 
     if m.moe is not None:
         routed = moe_activation_bytes(shape_of(m, par, spec.compute.attention, dt, expert_hosts))
     return sbh * (replicated_share + sharded / t + scores / t) + routed
+
+
+def op_sac_bytes_per_token(spec: Spec) -> float:
+    """What torchtitan's per-op selective checkpointing (`recompute: selective_op`, see
+    costs.op_sac_recompute) keeps of one layer per token on one TP rank: the checkpointed block's
+    input, SDPA's output and FP32 log-sum-exp per head, the sequence-parallel reduce-scatters'
+    outputs, and in BF16 the saved matrix products' outputs — wq's, wv's and w1's (column-parallel,
+    1/tp each) and the last one's (w2 of a gated MLP, row-parallel: the whole width before its
+    reduce-scatter; a non-gated MLP saves its up projection instead, counted in place of w1's)."""
+    m, par = spec.model, spec.parallelism
+    h, t, sp = m.hidden_size, par.tp, par.sequence_parallel
+    w = Dtypes.from_spec(spec).activation_bytes
+    queries, keys = m.num_heads * m.head_width, m.num_kv_heads * m.head_width
+    kept = w * h / (t if sp else 1) + (w * queries + 4.0 * m.num_heads) / t
+    if t > 1 and sp:
+        kept += 2 * w * h / t
+    if not Dtypes.from_spec(spec).fp8:
+        dense_ffn = m.ffn_size if m.moe is None else m.moe.shared_experts * m.moe.expert_ffn_size
+        kept += w * (queries + keys + dense_ffn) / t
+        if m.activation == "swiglu":
+            kept += w * h
+    return kept
 
 
 def peak_layers_in_flight(spec: Spec, stage: int, chunk_layers: Sequence[int], num_micro_batches: int) -> int:
@@ -131,13 +155,16 @@ def estimate(
     activations = activation_bytes_per_layer(spec, expert_hosts) * peak_layers_in_flight(
         spec, stage, chunk_layers, num_micro_batches
     )
-    if par.recompute == "full":  # one layer's full activations live during its backward
+    if par.recompute in ("full", "selective_op"):  # one layer's recomputed activations live in its backward
         activations += activation_bytes_per_layer(
             spec.model_copy(update={"parallelism": par.model_copy(update={"recompute": "none"})})
         )
-    if stage == par.pp - 1:  # logits in the activation format plus FP32 softmax for the loss
-        per_logit = dt.activation_bytes + 4
-        activations += par.micro_batch_size * model.seq_len * model.vocab_size / par.tp * per_logit
+    if stage == par.pp - 1:  # logits in the activation format plus FP32 softmax for the loss, of the
+        per_logit = dt.activation_bytes + 4  # rank's own 1/cp of the sequence: context parallelism
+        # shards the tokens and labels before the model runs (Megatron-core get_batch_on_this_cp_rank,
+        # torchtitan's context_parallel buffers input_ids and labels), so the head sees s/cp tokens
+        tokens = par.micro_batch_size * model.seq_len // par.cp
+        activations += tokens * model.vocab_size / par.tp * per_logit
     return MemoryEstimate(weights, gradients, optimizer, activations)
 
 

@@ -356,9 +356,12 @@ def test_malformed_values_are_refused_by_key(tmp_path: Path, change, words):
 STUDY = Path(__file__).resolve().parents[2] / "examples/studies/packet_fidelity.yaml"
 
 
-def study_cluster(tmp_path: Path, link_model: str, dynamics: list | None = None) -> Path:
+def study_cluster(
+    tmp_path: Path, link_model: str, dynamics: list | None = None, collectives: str | None = None
+) -> Path:
     """Study 4's 8-GPU cluster (an H100 node at 400G, an A100 node at 100G, 2:1 spine) cut to one
-    micro-batch: its gradient all-reduce steps down from 400G onto the A100s' NICs."""
+    micro-batch: its gradient all-reduce steps down from 400G onto the A100s' NICs. `collectives`:
+    the collective model (default: the spec's)."""
     import yaml
 
     from astra_hetero.pipeline import build_run_dir
@@ -370,7 +373,10 @@ def study_cluster(tmp_path: Path, link_model: str, dynamics: list | None = None)
         base["dynamics"] = dynamics
     base["scope"] = {"layers_per_stage": 1, "micro_batches_per_replica": 1}
     base["parallelism"] = {**base["parallelism"], "global_batch_size": 2}
-    return build_run_dir(parse_spec(base), tmp_path / link_model).root
+    if collectives:
+        base["collectives"] = {**base["collectives"], "model": collectives}
+    name = link_model + (f"-{collectives}" if collectives else "")
+    return build_run_dir(parse_spec(base), tmp_path / name).root
 
 
 def test_dcqcn_in_the_engine_folds_exactly_and_slows_the_step_down(tmp_path):
@@ -499,3 +505,118 @@ def test_the_pause_threshold_grows_with_the_ingresses_that_feed_a_queue():
         flows = [FluidFlow(((i, 1.0), (n, 1.0)), 1e9, None) for i in range(n)]
         run(net, [(0, f) for f in flows], until=1)
         assert net.pfc_at[n] == pytest.approx(share * params.buffer_bytes)
+
+
+# --- per-member collectives (ASTRA-sim's rings start and end rank by rank) -----------------------------
+def two_member_ring(params: DcqcnParams, size: float) -> tuple[DcqcnNetwork, FluidFlow]:
+    """A 2-member ring all-reduce between hosts A and B (100G each, through one switch): path 0 is
+    A -> B, path 1 B -> A, two messages of `size` each (2(N − 1) steps), each forwarding what the
+    other sent."""
+    links = [
+        FluidLink(False, 0.0),  # 0: A's own link
+        switch_link(KMIN_100, KMAX_100, 0.2, params),  # 1: switch -> B
+        FluidLink(False, 0.0),  # 2: B's own link
+        switch_link(KMIN_100, KMAX_100, 0.2, params),  # 3: switch -> A
+    ]
+    net = DcqcnNetwork([100 * GBPS] * 4, links, params)
+    flow = FluidFlow(((0, 1.0), (1, 1.0), (2, 1.0), (3, 1.0)), 2 * size, None)
+    flow.paths = (((0, 1.0), (1, 1.0)), ((2, 1.0), (3, 1.0)))
+    flow.messages, flow.after = 2, (1, 0)
+    return net, flow
+
+
+def run_ring(delta: int, held: bool, size: float = 8e6) -> tuple[FluidFlow, list[tuple[int, int, int]]]:
+    """A starts at 0, B joins at `delta` (`held`: A's path goes alone until then; else both start at
+    `delta`, as when the collective waits for its last member)."""
+    net, flow = two_member_ring(ns3_defaults(), size)
+    net.paths_done.clear()
+    flow.path_ends = []
+    started = 0 if held else delta
+    if held:
+        flow.held = [False, True]
+    net.add(flow, started)
+    ends = []
+    released = not held
+    while flow.done_at == NEVER_NS:
+        now = net.wakeup_ns
+        if not released and delta <= now:
+            net.release(flow, [1], delta)
+            released = True
+            continue
+        net.step(now)
+        ends += [(path, at, len(flow.subs)) for _, path, at in net.paths_done]
+        net.paths_done.clear()
+    return flow, ends
+
+
+@pytest.mark.parametrize("delta", [0, 200_000, 2_000_000])
+def test_a_member_that_issues_early_sends_at_once_and_the_ring_waits_for_the_late_members_share(delta):
+    """A 2-member ring where A issues Δ before B: A's first message goes at once and arrives at its
+    solo time whatever Δ; the ring ends no earlier than B's own bytes take from Δ on. Issued together
+    (Δ = 0) it is the ring that waits for both. Starting early is not always faster: once A's first
+    message is there, B sends its two messages at once and its NIC serves them in turn (ns-3's NIC
+    round-robins its queue pairs), so B's first arrives later than alone and A's second waits for it
+    — with Δ past A's first message: Δ + 2m/C for B's two, then m/C for A's second (m = 8 MB, C =
+    100G; no queue builds: nothing steps down)."""
+    size = 8e6
+    early, _ = run_ring(delta, held=True, size=size)
+    together, _ = run_ring(delta, held=False, size=size)
+    message, rate = size, 100 * GBPS
+    first = next(sub for sub in early.subs if sub.path == 0 and sub.message == 0)
+    assert first.done_at == pytest.approx(message / rate, abs=2)
+    assert early.done_at >= delta + 2 * message / rate
+    if delta == 0:
+        assert early.done_at == together.done_at
+    if delta >= 2_000_000:
+        assert early.done_at == pytest.approx(delta + 3 * message / rate, abs=3)
+        assert together.done_at == pytest.approx(delta + 2 * message / rate, abs=3)
+
+
+def test_a_held_path_sends_nothing_until_its_sender_joins():
+    net, flow = two_member_ring(ns3_defaults(), 8e6)
+    flow.held = [False, True]
+    net.add(flow, 0)
+    while net.wakeup_ns < 1_000_000:
+        net.step(net.wakeup_ns)
+    assert flow.started == [1, 0]  # A's first message only: its second forwards B's first
+    assert flow.subs[0].done_at < 1_000_000  # ... which has arrived long since
+    net.release(flow, [1], 1_000_000)
+    assert flow.started == [1, 2]  # B sends its first and, having A's, its second at once
+    while flow.done_at == NEVER_NS:
+        net.step(net.wakeup_ns)
+    assert flow.started == [2, 2]
+
+
+def test_each_path_reports_when_its_last_message_arrives():
+    """A member's part ends with its last incoming message (ASTRA-sim's ring ends a rank's stream
+    on its last receive): each path's end is reported once, the later of them is the flow's end."""
+    flow, ends = run_ring(500_000, held=True)
+    assert sorted(path for path, _, _ in ends) == [0, 1]
+    assert max(at for _, at, _ in ends) == flow.done_at
+
+
+def test_per_member_collectives_in_the_engine_fold_exactly_and_start_and_end_rank_by_rank(tmp_path):
+    """On study 4's 8-GPU cluster under `dcqcn` with ASTRA-sim's collectives (`ideal`, as study 4's
+    `dcqcn` points run them): folded and rank-by-rank runs give the same spans;
+    the H100 and A100 members of a gradient all-reduce start it at their own issue and end it at
+    their own last receive; the flow model keeps one start and one end per collective."""
+    from collections import Counter, defaultdict
+
+    from astra_hetero.backends.embedded.backend import EmbeddedBackend
+
+    root = study_cluster(tmp_path, "dcqcn", collectives="ideal")
+    folded = EmbeddedBackend().run(root).spans
+    plain = EmbeddedBackend(fold=False).run(root).spans
+    assert Counter(folded) == Counter(plain)
+    grads = defaultdict(list)  # the gradient all-reduces: each across an H100 and an A100 rank
+    for span in plain:
+        if span.kind == "comm" and span.name.startswith("dp."):
+            grads[span.name].append(span)
+    assert any(len({s.start_ns for s in spans}) > 1 for spans in grads.values())
+    assert any(len({s.end_ns for s in spans}) > 1 for spans in grads.values())
+    flow = EmbeddedBackend(fold=False).run(study_cluster(tmp_path, "ns3_packets", collectives="ideal")).spans
+    ends_by_start = defaultdict(set)  # a collective's members start together and end together
+    for span in flow:
+        if span.kind == "comm" and span.name.startswith("dp."):
+            ends_by_start[(span.name, span.start_ns)].add(span.end_ns)
+    assert ends_by_start and all(len(ends) == 1 for ends in ends_by_start.values())

@@ -17,6 +17,7 @@ from astra_hetero.workload.context_parallel import (
 )
 from astra_hetero.workload.generate import class_graph, plan_workload
 from astra_hetero.workload.memory import activation_bytes_per_layer
+from astra_hetero.workload.memory import estimate as memory_estimate
 from astra_hetero.workload.ops import Collective, Concurrent, Piece, Transfer, shape_of
 from astra_hetero.workload.program import COLL, RECV, SEND
 from tests.conftest import node_group
@@ -128,6 +129,22 @@ def test_cp_ranks_join_the_data_parallel_gradient_group():
 def test_activations_are_one_cp_th(cp):
     whole = activation_bytes_per_layer(parse_spec(cp_spec(1)))
     assert activation_bytes_per_layer(parse_spec(cp_spec(cp))) == pytest.approx(whole / cp)
+
+
+@pytest.mark.parametrize("cp", [2, 8])
+def test_the_last_stage_holds_the_logits_of_its_own_tokens_only(cp):
+    """The LM head and the loss run on a rank's s/cp tokens: the logits' share of the last stage's
+    memory (activation format + FP32 softmax per token and vocabulary entry) is one cp-th."""
+
+    def logits(c: int) -> float:
+        spec = parse_spec(cp_spec(c))
+        layers = activation_bytes_per_layer(spec) * spec.model.num_layers
+        # one layer's recompute-free activations are not held without full recompute: the rest is logits
+        return memory_estimate(spec, 0, spec.model.num_layers, 1).activations - layers
+
+    whole = logits(1)
+    assert whole == pytest.approx(S * 32000 * (2 + 4))
+    assert logits(cp) == pytest.approx(whole / cp)
 
 
 def test_unbalanceable_sequences_and_unfused_attention_are_rejected():

@@ -27,7 +27,12 @@ class ParallelismSpec(Strict):
         "and more than 1 the schedule is Megatron-LM's interleaved 1F1B",
     )
     sequence_parallel: bool = False
-    recompute: Literal["none", "selective", "full"] = "none"
+    recompute: Literal["none", "selective", "full", "selective_op"] = Field(
+        "none",
+        description="activation recomputation: selective = Megatron's (the attention core), full = every "
+        "layer's forward again, selective_op = torchtitan's per-op policy (saves every second matmul "
+        "output, the attention output and the reduce-scatters; recomputes the rest of the layer)",
+    )
     distributed_optimizer: bool = False
     dp_bucket_mib: Mib = Field(25.0, description="gradient bucket size for overlapped DP sync")
     overlap_grad_reduce: bool = Field(

@@ -20,6 +20,7 @@ class PlainComm:
         self.group_keys = list(range(len(group_members)))  # collectives of one group meet
         self.group_expected = [len(m) for m in group_members]  # ... when every member has issued
         self.group_instances = [1] * len(group_members)
+        self.rows: tuple[int, ...] = ()  # rank -> simulated rank: every rank is its own
 
     def collective_plan(self, group: int, kind: str, size: int) -> tuple[PhasePlan, ...]:
         return self.planner.collective(self.group_members[group], kind, size)

@@ -192,13 +192,6 @@ class DynamicEngine(Engine):
             flow.version = -1
             self._push_flows(self.net.remove(flow, now), now)
 
-    def _push_flows(self, flows: list[Flow], now: int) -> None:
-        push = self.queue.push
-        for flow in flows:
-            push(flow.finish_time(now), events.FLOW_DONE, (flow, flow.version))
-        if self.fluid:
-            self._schedule_net()
-
     def _stuck(self, flow: Flow) -> FieldError:
         """The error of a run that can never finish: `flow` waits on links that are down for good. It
         names the events that took them down (input the user can change: exit 2) and a few links."""

@@ -23,6 +23,11 @@ class Comm:
         "recv",
         "arrived",
         "instances",
+        "expected",
+        "flow",
+        "parked",
+        "incoming",
+        "ended",
     )
 
     def __init__(
@@ -39,6 +44,16 @@ class Comm:
         self.end_ns = -1
         self.recv = -1
         self.arrived = False
+        # a collective whose members start their parts on their own issue (`engine.static`): the
+        # members it waits for, its first phase's flow while members join, whether a later phase
+        # waits for the last of them
+        self.expected = 0
+        self.flow: object = None
+        self.parked = False
+        # ... and, where each member's part ends on its own, the paths still to arrive per simulated
+        # rank and the member nodes already ended
+        self.incoming: dict[int, int] | None = None
+        self.ended: set[int] = set()
 
 
 @dataclass(frozen=True)

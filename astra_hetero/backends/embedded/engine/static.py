@@ -9,12 +9,23 @@ Semantics
   has issued it. A send starts transferring as soon as it is issued; it completes when its data has
   arrived. The matching recv (same src, dst, tag, in issue order) completes when the data has arrived
   and the recv has been issued.
+- Per-member collectives (the DCQCN fluid network, `network.dcqcn`, under ASTRA-sim's rules): where
+  the collective's first phase moves bytes and names each path's sender (`PhasePlan.senders`), a
+  member's paths start as soon as that member has issued it — ASTRA-sim starts each rank's stream of
+  a collective when that rank's system issues it (Ring::run, StreamInit), and a ring node sends on
+  as it receives (later messages keep the `PhasePlan.after` chain). A one-phase collective whose plan
+  names each path's receiver also ends member by member: a member's part ends with the arrival of
+  the last message into it (plus the phase's tail), as ASTRA-sim's ring ends a rank's stream on its
+  last receive without waiting for its own last send to be delivered (Ring::ready, Ring::iteratable);
+  the collective ends when its last message has arrived. A later phase starts only once every member
+  has issued. The flow model keeps the rule above.
 - Time accounting per rank, over [0, iteration]: `compute` is time running a compute node;
   `exposed` is time with no compute running while at least one communication of the rank is under
-  way — a collective from its start (all members issued) to its end, a send from its issue to its
-  arrival, a recv from max(its issue, the send's issue) to the arrival; `idle` is the rest
-  (iteration − compute − exposed): dependency stalls, pipeline bubbles, waiting for peers that have
-  not issued yet, and the tail after the rank's last node while slower ranks finish.
+  way — a collective from its start (all members issued; for a per-member collective, from the
+  member's own issue) to its end (for a per-member collective, the member's own end), a send from its
+  issue to its arrival, a recv from max(its issue, the send's issue) to the arrival; `idle` is the
+  rest (iteration − compute − exposed): dependency stalls, pipeline bubbles, waiting for peers that
+  have not issued yet, and the tail after the rank's last node while slower ranks finish.
 """
 
 from __future__ import annotations
@@ -127,10 +138,7 @@ class Engine(HostLane):
     def _net_step(self, wake: int, now: int) -> None:
         if wake != self.net.wakeup_ns:  # type: ignore[union-attr]
             return  # superseded: the network replanned since
-        push = self.queue.push
-        for flow in self.net.step(now):  # type: ignore[union-attr]
-            push(flow.finish_time(now), events.FLOW_DONE, (flow, flow.version))
-        self._schedule_net()
+        self._push_flows(self.net.step(now), now)  # type: ignore[union-attr]
 
     def _schedule_net(self) -> None:
         wake = self.net.wakeup_ns  # type: ignore[union-attr]
@@ -327,9 +335,50 @@ class Engine(HostLane):
             )
         nodes = comm.nodes
         nodes.append(g)
-        if len(nodes) == self.group_expected[group]:
+        expected = self.group_expected[group]
+        if len(nodes) == 1 and self.fluid:
+            comm.expected = expected if self._per_member(comm) else 0
+        if comm.expected:
+            self._join(comm, g, now)
+            if len(nodes) == expected:
+                del self.forming[key]
+                if comm.parked:  # its first phase ended before this member joined
+                    comm.parked = False
+                    self._start_phase(comm, now)
+            return
+        if len(nodes) == expected:
             del self.forming[key]
             self._start_comm(comm, now)
+
+    # --- per-member start (the fluid network under ASTRA-sim's rules) -------------------------------
+    def _per_member(self, comm: Comm) -> bool:
+        """Whether each member starts its part of the collective on its own issue: its first phase
+        moves bytes on the fluid network and names each path's sender (`PhasePlan.senders`)."""
+        phase = comm.plan[0] if comm.plan else None
+        return (
+            phase is not None
+            and bool(phase.links)
+            and len(phase.senders) == len(phase.paths) > 0
+            and comm.size * phase.bytes_fraction > 0
+        )
+
+    def _join(self, comm: Comm, g: int, now: int) -> None:
+        """Member `g` issued a per-member collective: its communication is under way from now, and
+        the first phase's paths it sends go (the first member creates the phase's flow with the
+        other members' paths held)."""
+        rank = self.rank_of[g]
+        self.start_ns[g] = now
+        self._begin_comm(rank, now)
+        phase = comm.plan[0]
+        rows = self.comm.rows
+        senders = [rows[s] if rows else s for s in phase.senders]
+        if comm.flow is None:
+            comm.start_ns = now
+            self._start_phase(comm, now, [s != rank for s in senders])
+            return
+        mine = [p for p, s in enumerate(senders) if s == rank]
+        if mine and comm.phase == 0:
+            self._push_flows(self.net.release(comm.flow, mine, now), now)  # type: ignore[union-attr]
 
     def _start_comm(self, comm: Comm, now: int) -> None:
         """Start every member's node (`_begin_comm`, inlined: it runs once per member)."""
@@ -348,7 +397,9 @@ class Engine(HostLane):
             active[rank] += 1
         self._start_phase(comm, now)
 
-    def _start_phase(self, comm: Comm, now: int) -> None:
+    def _start_phase(self, comm: Comm, now: int, held: list[bool] | None = None) -> None:
+        """Start the collective's current phase; `held`: per path of a per-member collective's first
+        phase, whether its sender has yet to join."""
         if comm.phase == len(comm.plan):
             self._finish_comm(comm, now)
             return
@@ -361,36 +412,85 @@ class Engine(HostLane):
         flow = self.flow_type(phase.links, num_bytes, comm, phase.solo_rate)
         if self.fluid:
             flow.paths, flow.messages, flow.after = phase.paths, phase.messages, phase.after  # type: ignore[attr-defined]
-        changed = self.net.add(flow, now)
+            if held is not None:
+                flow.held = held  # type: ignore[attr-defined]
+                comm.flow = flow
+                if len(comm.plan) == 1 and len(phase.receivers) == len(phase.paths):
+                    rows = self.comm.rows
+                    incoming: dict[int, int] = {}
+                    for r in phase.receivers:
+                        row = rows[r] if rows else r
+                        incoming[row] = incoming.get(row, 0) + 1
+                    comm.incoming = incoming
+                    flow.path_ends = []  # type: ignore[attr-defined]
+        self._push_flows(self.net.add(flow, now), now)
+
+    def _push_flows(self, changed: list[Flow], now: int) -> None:
+        """Queue the completions the network now knows (and the fluid network's next step), and the
+        ends of members' parts whose last incoming message's arrival is now known."""
         push = self.queue.push
         for flow in changed:
             push(flow.finish_time(now), events.FLOW_DONE, (flow, flow.version))
         if self.fluid:
             self._schedule_net()
+            arrived = self.net.paths_done  # type: ignore[union-attr]
+            if arrived:
+                for flow, path, at in arrived:
+                    self._path_arrives(flow.owner, path, at)  # type: ignore[arg-type]
+                arrived.clear()
+
+    def _path_arrives(self, comm: Comm, path: int, at: int) -> None:
+        """A path of a per-member collective delivers its last message at `at`: once every path into
+        its receiver has, that member's part ends after the phase's tail (ASTRA-sim: a rank's ring
+        ends with its last receive; its last send may still be on its way)."""
+        phase = comm.plan[0]
+        r = phase.receivers[path]
+        row = self.comm.rows[r] if self.comm.rows else r
+        left = comm.incoming[row] - 1  # type: ignore[index]
+        comm.incoming[row] = left  # type: ignore[index]
+        if not left:
+            tail = phase.latency_ns + round(comm.size * phase.memory_ns_per_byte)
+            self.queue.push(at + tail, events.PHASE_DONE, (comm, row))
+
+    def _member_ends(self, comm: Comm, row: int, now: int) -> None:
+        """End the member nodes of simulated rank `row` (`_end_comm`, then complete them)."""
+        if comm.end_ns >= 0:
+            return  # the whole collective ended at this instant already
+        for g in comm.nodes:
+            if self.rank_of[g] == row and g not in comm.ended:
+                comm.ended.add(g)
+                self._end_comm(row, now)
+                self._complete(g, now)
+                if self.comm_limit:
+                    self._release_comm([g], now)
 
     def _flow_done(self, flow: Flow, now: int) -> None:
         flow.version = -1  # later events of this flow are stale
-        changed = self.net.remove(flow, now)
-        push = self.queue.push
-        for other in changed:
-            push(other.finish_time(now), events.FLOW_DONE, (other, other.version))
-        if self.fluid:
-            self._schedule_net()
+        self._push_flows(self.net.remove(flow, now), now)
         comm: Comm = flow.owner  # type: ignore[assignment]
         # what a phase costs after its data has moved: per-step latencies and reduction through memory
         phase = comm.plan[comm.phase]
-        push(now + phase.latency_ns + round(comm.size * phase.memory_ns_per_byte), events.PHASE_DONE, comm)
+        self.queue.push(
+            now + phase.latency_ns + round(comm.size * phase.memory_ns_per_byte), events.PHASE_DONE, comm
+        )
 
-    def _phase_done(self, comm: Comm, now: int) -> None:
-        comm.phase += 1
-        self._start_phase(comm, now)
+    def _phase_done(self, comm: Comm | tuple[Comm, int], now: int) -> None:
+        if type(comm) is tuple:  # one member's part of a per-member collective
+            self._member_ends(comm[0], comm[1], now)
+            return
+        comm.phase += 1  # type: ignore[union-attr]
+        if comm.expected and len(comm.nodes) < comm.expected:  # type: ignore[union-attr]
+            comm.parked = True  # type: ignore[union-attr]  # a member without a path has yet to join
+            return
+        self._start_phase(comm, now)  # type: ignore[arg-type]
 
     def _finish_comm(self, comm: Comm, now: int) -> None:
         """End every member's node (`_end_comm`, inlined: it runs once per member) and complete it."""
         comm.end_ns = now
         self.done.append(comm)
         rank_of, last_ns, active, complete = self.rank_of, self.last_ns, self.active, self._complete
-        for g in comm.nodes:
+        nodes = [g for g in comm.nodes if g not in comm.ended] if comm.ended else comm.nodes
+        for g in nodes:
             rank = rank_of[g]
             elapsed = now - last_ns[rank]
             if elapsed:
@@ -402,7 +502,7 @@ class Engine(HostLane):
             active[rank] -= 1
             complete(g, now)
         if self.comm_limit:
-            self._release_comm(comm.nodes, now)
+            self._release_comm(nodes, now)
         comm.arrived = True  # a transfer: its recv, when issued from now on, completes at once
         if comm.recv >= 0:  # a transfer whose recv was issued before the data arrived
             self._end_comm(self.rank_of[comm.recv], now)

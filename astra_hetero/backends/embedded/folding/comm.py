@@ -25,6 +25,9 @@ class FoldedComm:
     group_expected: list[int]
     group_instances: list[int]
     pairs: dict[tuple[int, int], tuple[int, int]]
+    # rank -> the simulated rank (its class) that issues for it: a path's sender in a folded plan is
+    # a rank of the representative instance, whose class representative issues at the same instant
+    rows: tuple[int, ...] = ()
 
     @property
     def capacities(self) -> list[float]:

@@ -177,4 +177,13 @@ def _comm(
             sender = shapes.peers[receiver][shapes.peers[peer].index(rep)]
             if pairs.setdefault((sender, receiver), (rep, peer)) != (rep, peer):
                 return None  # one rank sends alike to two ranks of a class: not foldable this way
-    return FoldedComm(network, group_kinds, transfers, group_keys, group_expected, group_instances, pairs)
+    return FoldedComm(
+        network,
+        group_kinds,
+        transfers,
+        group_keys,
+        group_expected,
+        group_instances,
+        pairs,
+        tuple(classes.class_of),
+    )

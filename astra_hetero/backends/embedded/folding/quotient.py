@@ -83,7 +83,7 @@ def fold_network(
     sums = [[_summed(fc, phase) for phase in range(len(fc.plans[0]))] for fc in flow_classes]
     link_class = _link_classes(sums, capacities, link_keys or {})
     if by_paths:
-        link_class = _refine_by_paths(flow_classes, link_class)
+        link_class = _refine_by_paths(flow_classes, link_class, classes.class_of)
     splits = _instance_splits(flow_classes, link_class)
     if splits:
         return splits
@@ -164,22 +164,28 @@ def _link_classes(
     }
 
 
-def _refine_by_paths(flow_classes: list[_FlowClass], link_class: dict[int, int]) -> dict[int, int]:
+def _refine_by_paths(
+    flow_classes: list[_FlowClass], link_class: dict[int, int], class_of: Sequence[int]
+) -> dict[int, int]:
     """Split link classes until every bundle of a class is crossed by alike transfers: the same flow
-    class and phase, along paths through the same link classes (colour refinement on the paths of
-    `PhasePlan.paths`). Max-min fairness needs only equal summed loads; the fluid model gives each
-    transfer its own rate, so a 100G NIC link fed from a 400G spine and one fed from a 100G
-    neighbour must not share a class even where their loads are equal."""
+    class and phase, sent by ranks of the same class (`PhasePlan.senders`), along paths through the
+    same link classes (colour refinement on the paths of `PhasePlan.paths`). Max-min fairness needs
+    only equal summed loads; the fluid model gives each transfer its own rate, so a 100G NIC link
+    fed from a 400G spine and one fed from a 100G neighbour must not share a class even where their
+    loads are equal; and a collective's members start their paths on their own issue (`engine.static`),
+    so paths of senders that issue at different instants must not share a class either."""
     count = len(set(link_class.values()))
     while True:
         signature: dict[int, list[tuple]] = {}
         for number, fc in enumerate(flow_classes):
             for plan in fc.plans:
                 for phase_number, phase in enumerate(plan):
-                    for path in phase.paths:
+                    senders = phase.senders
+                    for k, path in enumerate(phase.paths):
                         shape = tuple(sorted((link_class[b], round(w, _DIGITS)) for b, w in path))
+                        sender = class_of[senders[k]] if senders else -1
                         for bundle, _ in path:
-                            signature.setdefault(bundle, []).append((number, phase_number, shape))
+                            signature.setdefault(bundle, []).append((number, phase_number, sender, shape))
         index: dict[tuple, int] = {}
         refined = {
             bundle: index.setdefault((cls, tuple(sorted(signature.get(bundle, ())))), len(index))

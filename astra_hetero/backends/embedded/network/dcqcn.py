@@ -66,8 +66,11 @@ flow's increase timer, a queue reaching or leaving KMIN, PFC's threshold or empt
 byte — so a flow at line rate on an idle path costs two events, and cost grows with the congested
 period, not with bytes. While every flow that marks or CNPs reach is at MIN_RATE (a cut then only
 restarts its increase timer: an incast's queues drain for hundreds of microseconds at the floor),
-the cuts are checked every RP_TIMER/32 instead, all the intervals' cuts at once, so the timer
-restarts up to that much late.
+the cuts are checked every RP_TIMER/32 instead, all the intervals' cuts at once, the timer
+restarting from the decrease-interval tick at which the last of them would have been made (one
+interval after the CNP that completed it). Those coarse steps still integrate marks, CNP delays and
+queues over longer intervals: study 4's 32-GPU and shared-NIC points move by +7 and +4 points when
+every step is a decrease interval (docs/network.md).
 
 Flows are the flow model's coflows (`flows.Flow`: the transfers of one phase), but here each of their
 sub-flows — one per path the phase plan lists (`PhasePlan.paths`) — is a queue pair with its own RP
@@ -75,7 +78,9 @@ and its own bytes, as in ns-3: a sub-flow from a 400G host into a 100G NIC is cu
 partner in the other direction runs on, and the phase ends with its slowest sub-flow. A plan without
 paths is one sub-flow. Folded flows carry their representative instance's paths, mapped to link
 classes and scaled to the class loads (the quotient's weights), so folded link and flow classes see
-exactly what each of their members would.
+exactly what each of their members would. For ASTRA-sim's rank-by-rank collectives (`engine.static`)
+a flow's paths can be held until their sender joins (`FluidFlow.held`, `release`), and the instant each
+path's last message arrives is reported (`FluidFlow.path_ends`, `paths_done`).
 
 Left out: per-packet randomness (ECN marks are taken in expectation), the NP's CNP pacing (ns-3's
 receiver marks its ACK per marked packet; the RP's decrease interval is the only pacing), PFC
@@ -96,6 +101,12 @@ from astra_hetero.backends.embedded.network.flows import NEVER_NS, Flow
 from astra_hetero.backends.embedded.rundir.dcqcn_config import DcqcnParams
 
 _EPS = 1e-9
+# A queue holding less than one byte that does not fill (arrival at most its drain, up to float noise)
+# is empty: the integration leaves rounding residues (1e-10 bytes: at the wakeup planned for its last
+# byte, or fed at its own rate by a backlogged link before it), which would make the link pass traffic
+# at its full rate as if it had a backlog to drain, and differ between a folded link class and its
+# members.
+_LAST_BYTE = 1.0
 _PFC_ROUNDS = 16  # PFC's pause pattern is solved by repeated passes, downstream first; a few suffice
 
 
@@ -128,11 +139,15 @@ class _Sub:
         "rt",
         "line",
         "alpha",
+        "alpha_at",
         "stage",
         "timer_at",
         "first_cnp",
         "credit",
         "ready",
+        "crossed_at",
+        "ready_crossed_at",
+        "next_whole",
         "x",
         "out",
         "back",
@@ -152,7 +167,12 @@ class _Sub:
         self.remaining = num_bytes
         self.rc = self.rt = self.line
         self.alpha, self.stage, self.timer_at, self.first_cnp = 1.0, 0, NEVER_NS, True
+        self.alpha_at = 0  # when `alpha` was last brought up to date (it decays between, `_alpha`)
         self.credit = self.ready = 0.0
+        # when the CNP credit last reached a whole CNP (as of now, and as of the last check): where
+        # the cut checks are coarse (at MIN_RATE), when its last cut would have been made
+        self.crossed_at = self.ready_crossed_at = 0.0
+        self.next_whole = 1.0  # the whole number of CNPs the credit reaches next
         self.x = 0.0  # the rate it injects at now (bytes per ns)
         self.out: list[tuple[int, float]] = []  # (queued link, its rate leaving it): what the queue marks
         self.back: list[int] = []  # the queued links its ACKs (and CNPs) cross on the way back
@@ -179,6 +199,8 @@ class FluidFlow(Flow):
         "routes",
         "started",
         "arrived",
+        "held",
+        "path_ends",
     )
 
     def __init__(
@@ -194,6 +216,11 @@ class FluidFlow(Flow):
         self.routes: list[tuple[list[tuple[int, float]], list, float]] = []  # per path: links, levels, line
         self.started: list[int] = []  # per path: messages started
         self.arrived: list[int] = []  # per path: messages arrived
+        # per path: held back until its sender joins (`DcqcnNetwork.release`); empty: none held
+        self.held: list[bool] = []
+        # per path: (messages whose last byte is known to arrive, the latest such arrival); None: the
+        # flow reports no path ends (`DcqcnNetwork.paths_done`)
+        self.path_ends: list[list[int]] | None = None
 
     def finish_time(self, now: int) -> int:
         return self.done_at
@@ -247,6 +274,9 @@ class DcqcnNetwork:
         # the sub-flow's own host, whose injection a pause holds back); downstream links first
         self._feeders: list[tuple[int, list[tuple[_Sub, list[int] | None]]]] = []
         self._arrivals: list[tuple[int, int, _Sub]] = []  # heap: (arrival, seq, queue pair) of messages
+        # (flow, path, instant its last message arrives) of flows with `path_ends`, for the engine to
+        # take (and clear) after each call
+        self.paths_done: list[tuple[FluidFlow, int, int]] = []
         self._seq = 0
 
     # --- the flow model's interface ----------------------------------------------------------------
@@ -264,9 +294,34 @@ class DcqcnNetwork:
             flow.routes.append((links, sorted(by_level.items()), self._line(links)))
         flow.started = [0] * len(flow.routes)
         flow.arrived = [0] * len(flow.routes)
+        if len(flow.held) != len(flow.routes):
+            flow.held = [False] * len(flow.routes)
+        if flow.path_ends is not None:
+            flow.path_ends = [[0, 0] for _ in flow.routes]
         for path in range(len(flow.routes)):
-            self._start(flow, path)
+            if not flow.held[path]:
+                self._start(flow, path)
         return self._settle(now)
+
+    def release(self, flow: FluidFlow, paths: list[int], now: int) -> list[Flow]:
+        """Let held paths of `flow` go (their sender has joined the collective): each sends its first
+        message and, where its predecessor's messages have already arrived, the ones they release
+        (ASTRA-sim's ring: a receive that found its message waiting completes at once)."""
+        self._advance(now)
+        for path in paths:
+            if not flow.held[path]:
+                continue
+            flow.held[path] = False
+            self._start_released(flow, path)
+        return self._settle(now)
+
+    def _start_released(self, flow: FluidFlow, path: int) -> None:
+        """Start the path's messages its predecessor's arrivals allow (at least its first)."""
+        after = flow.after
+        before = after[path] if path < len(after) and after[path] >= 0 else path
+        allowed = min(flow.messages, flow.arrived[before] + 1)
+        while flow.started[path] < allowed:
+            self._start(flow, path)
 
     def _start(self, flow: FluidFlow, path: int) -> None:
         """The path's next message, on a new queue pair."""
@@ -305,7 +360,7 @@ class DcqcnNetwork:
             flow.arrived[sub.path] += 1  # messages of one path may arrive out of order: count them
             for path in range(len(flow.routes)):
                 before = flow.after[path] if path < len(flow.after) and flow.after[path] >= 0 else path
-                if before == sub.path:
+                if before == sub.path and not flow.held[path]:
                     while flow.started[path] < min(flow.messages, flow.arrived[before] + 1):
                         self._start(flow, path)
         return self._settle(now)
@@ -378,34 +433,43 @@ class DcqcnNetwork:
         marking: dict[int, float] = {}
         for link in self._used_queues:
             old = queue[link]
-            if arrival[link] or old:
-                spec = links[link]
+            inflow = arrival[link]
+            if inflow or old:
                 drain = capacity[link] * eff[link]  # less while the next switch pauses it
                 # clamped to [0, max(PFC level, old)] (conditionals: this loop is the model's hot path)
-                q = old + (arrival[link] - drain) * dt
-                if q < 0.0:
-                    q = 0.0
-                top = pfc_at[link] if pfc_at[link] > old else old
+                q = old + (inflow - drain) * dt
+                if q < _LAST_BYTE and inflow <= drain * (1 + _EPS):
+                    q = 0.0  # drained: what float rounding leaves of it is no backlog (see _LAST_BYTE)
+                pause = pfc_at[link]
+                top = pause if pause > old else old
                 if q > top:
                     q = top
                 queue[link] = q
-                if (q > 0) != (old > 0) or (q >= pfc_at[link] * (1 - 1e-6)) != (
-                    old >= pfc_at[link] * (1 - 1e-6)
-                ):
+                pause *= 1 - 1e-6
+                if (q > 0) != (old > 0) or (q >= pause) != (old >= pause):
                     self._dirty = True  # who passes what, or PFC, changes
+                spec = links[link]
                 if q > spec.kmin or old > spec.kmin:
                     marking[link] = (_mark(spec, old) + _mark(spec, q)) / 2
         decay = math.exp(self._gain_per_ns * dt)
         alpha_packets = p.alpha_resume_interval_ns / p.payload_bytes  # packets per byte per ns, times ns
         cut_packets = p.rate_decrease_interval_ns / p.payload_bytes
-        for sub in self.subs:
-            if sub.done_at != NEVER_NS:
-                continue
+        for sub in self.subs:  # (every sub-flow here is still sending: `_settle` drops the others)
             sub.remaining -= sub.x * dt
+        if not marking:
+            self.t = now
+            return
+        marked: dict[_Sub, None] = {}  # the sub-flows crossing a marking queue
+        users = self.users
+        for link in marking:
+            marked.update(dict.fromkeys(users[link]))
+        for sub in marked:
+            if sub.done_at != NEVER_NS or sub not in self.subs:
+                continue  # ended since the links' users were last gathered
             # marks fall on the packets the sub-flow sends through each marking queue on its path
             # (at most its share of the drain); log of "no mark" per ns
             unmarked = 0.0
-            if marking:
+            if sub.out:
                 for link, rate in sub.out:
                     prob = marking.get(link)
                     if prob is not None and rate > 0:
@@ -413,8 +477,6 @@ class DcqcnNetwork:
                             unmarked = -math.inf
                             break
                         unmarked += rate * math.log1p(-prob)
-            if not sub.first_cnp:
-                sub.alpha = sub.alpha * decay
             if not unmarked:
                 continue
             # the CNPs of these marks arrive once the marked packets have crossed the queues after
@@ -440,22 +502,33 @@ class DcqcnNetwork:
     def _cuts(self, now: int) -> None:
         p = self.p
         for sub in self.subs:
-            if sub.done_at != NEVER_NS:
-                continue
-            pending = sub.pending
-            while pending and pending[0][0] <= now:  # CNPs that have arrived
-                _, cnps, alpha = pending.popleft()
-                sub.credit += cnps
-                if not sub.first_cnp:
-                    sub.alpha = min(1.0, sub.alpha + alpha)
+            pending = sub.pending  # (every sub-flow here is still sending)
+            if pending and pending[0][0] <= now:  # CNPs that have arrived
+                counting = not sub.first_cnp
+                a = self._alpha(sub, now) if counting else 0.0
+                while pending and pending[0][0] <= now:
+                    arrived, cnps, alpha = pending.popleft()
+                    sub.credit += cnps
+                    if sub.credit >= sub.next_whole:
+                        sub.crossed_at = arrived
+                        sub.next_whole = math.floor(sub.credit) + 1.0
+                    if counting:
+                        a += alpha
+                        if a > 1.0:
+                            a = 1.0
+                if counting:
+                    sub.alpha = a
             if sub.ready >= 1:  # CNPs of marks made one interval ago have arrived
                 # one cut per interval; at MIN_RATE, checked every `_coarse` ns, the intervals since
-                # (each only restarts the timer)
+                # (each only restarts the timer: from the tick of the last of them)
                 owed = 1 if sub.rc > p.min_rate else int(sub.ready)
                 sub.credit -= owed
+                sub.next_whole -= owed
                 self.num_cuts += owed - 1
                 if sub.first_cnp:
-                    sub.first_cnp, sub.alpha, sub.rt = False, 1.0, sub.rc
+                    sub.first_cnp, sub.alpha, sub.alpha_at, sub.rt = False, 1.0, now, sub.rc
+                else:
+                    self._alpha(sub, now)
                 if p.clamp_target_rate or sub.stage:
                     sub.rt = sub.rc
                 rc = max(p.min_rate, sub.rc * (1 - sub.alpha / 2))
@@ -463,9 +536,24 @@ class DcqcnNetwork:
                     sub.rc = rc
                     self._dirty = True
                 sub.stage = 0
-                sub.timer_at = now + round(p.rp_timer_ns)
+                last = now
+                if owed > 1 or now % self._coarse == 0 and rc == p.min_rate:
+                    # checked coarsely: the last of these cuts was due one check interval after the
+                    # CNP that completed it counted (at the decrease-interval tick after it arrived)
+                    tick = self._tick
+                    last = min(now, (-(-_ceil(sub.ready_crossed_at) // tick) + 1) * tick)
+                sub.timer_at = last + round(p.rp_timer_ns)
                 self.num_cuts += 1
             sub.ready = sub.credit
+            sub.ready_crossed_at = sub.crossed_at
+
+    def _alpha(self, sub: _Sub, now: int) -> float:
+        """α decays by (1 − g) every ALPHA_RESUME_INTERVAL without a CNP: applied when it is read
+        (at CNP arrivals and cuts) for the time since it was last, rather than at every step."""
+        if now != sub.alpha_at:
+            sub.alpha *= math.exp(self._gain_per_ns * (now - sub.alpha_at))
+            sub.alpha_at = now
+        return sub.alpha
 
     def _increases(self, now: int) -> None:
         p = self.p
@@ -488,12 +576,12 @@ class DcqcnNetwork:
         """Finish sub-flows whose bytes are all sent (and flows whose sub-flows all are), solve the
         rates, and plan the next wakeup."""
         finished: list[Flow] = []
-        ended = [
+        ended = [  # (no max call: this runs at every step)
             sub
             for sub in self.subs
-            if sub.done_at == NEVER_NS
-            and sub.x
-            and sub.remaining <= sub.x * 0.5 + _EPS * max(1.0, sub.remaining)
+            if sub.x
+            and sub.done_at == NEVER_NS
+            and sub.remaining <= sub.x * 0.5 + _EPS * (sub.remaining if sub.remaining > 1.0 else 1.0)
         ]
         for sub in ended:
             sub.remaining = 0.0
@@ -502,6 +590,14 @@ class DcqcnNetwork:
             if sub.message + 1 < sub.flow.messages:  # its arrival lets the next messages go
                 self._seq += 1
                 heapq.heappush(self._arrivals, (max(sub.done_at, now + 1), self._seq, sub))
+        for sub in ended:
+            ends = sub.flow.path_ends
+            if ends is not None:  # the path's last message arrives: its receiver's part may end
+                entry = ends[sub.path]
+                entry[0] += 1
+                entry[1] = max(entry[1], sub.done_at)
+                if entry[0] == sub.flow.messages:
+                    self.paths_done.append((sub.flow, sub.path, entry[1]))
         for flow in dict.fromkeys(sub.flow for sub in ended):
             complete = all(n == flow.messages for n in flow.started)
             if complete and all(sub.done_at != NEVER_NS for sub in flow.subs):
@@ -669,47 +765,74 @@ class DcqcnNetwork:
         """The next instant something changes: a cut check, an increase, a queue crossing a
         threshold or emptying, a sub-flow's last byte. Cut checks come every decrease interval while
         a cut can change a rate; while every sub-flow that marks or CNPs reach sits at MIN_RATE, a cut
-        only restarts its increase timer, and the checks come every `_coarse` ns instead (its timer
-        then restarts up to that much late: 1/32 of RP_TIMER)."""
+        only restarts its increase timer, and the checks come every `_coarse` ns instead (1/32 of
+        RP_TIMER; the timer restarts from the tick of the last cut, `_cuts`)."""
         links, queue, capacity = self.links, self.queue, self.capacity
         wake = NEVER_NS
         marking = False
         marks: set[int] = set()
+        arrival, eff, pfc_at = self.arrival, self.eff, self.pfc_at
+        soon = now + 1  # (conditionals, not min/max: this loop runs at every step)
         for link in self._used_queues:
             spec = links[link]
-            q, net = queue[link], self.arrival[link] - capacity[link] * self.eff[link]
-            if q > spec.kmin and q > 0:
+            kmin = spec.kmin
+            q, net = queue[link], arrival[link] - capacity[link] * eff[link]
+            if q > kmin and q > 0:
                 marking = True
                 marks.add(link)
             if net > _EPS * capacity[link]:
-                if q < spec.kmin:
-                    wake = min(wake, now + _ceil((spec.kmin - q) / net) + 1)
-                if q < self.pfc_at[link]:
-                    wake = min(wake, now + max(1, _ceil((self.pfc_at[link] - q) / net)))
+                if q < kmin:
+                    at = now + _ceil((kmin - q) / net) + 1
+                    if at < wake:
+                        wake = at
+                if q < pfc_at[link]:
+                    at = now + _ceil((pfc_at[link] - q) / net)
+                    if at < soon:
+                        at = soon
+                    if at < wake:
+                        wake = at
             elif q > 0 and net < -_EPS * capacity[link]:
-                if q > spec.kmin:  # marking stops
-                    wake = min(wake, now + max(1, _ceil((q - spec.kmin) / -net) + 1))
-                wake = min(wake, now + max(1, _ceil(q / -net)))
+                if q > kmin:  # marking stops
+                    at = now + _ceil((q - kmin) / -net) + 1
+                    if at < soon:
+                        at = soon
+                    if at < wake:
+                        wake = at
+                at = now + _ceil(q / -net)
+                if at < soon:
+                    at = soon
+                if at < wake:
+                    wake = at
         tick = self._tick
         floor = self.p.min_rate
         live = False  # a sub-flow whose rate a cut can still change
-        for sub in self.subs:
+        waiting = False  # CNPs on their way to some sub-flow
+        for sub in self.subs:  # (conditionals, not min/max: this loop runs at every step)
             owes = sub.credit >= 1 or sub.ready >= 1
             if owes:
                 marking = True
-            if sub.rc > floor and (
-                owes or sub.pending or (marks and any(link in marks for link, _ in sub.out))
-            ):
+            pending = sub.pending
+            if pending:
+                waiting = True
+            if sub.rc > floor and (owes or pending or (marks and any(link in marks for link, _ in sub.out))):
                 live = True
-                if sub.pending:  # the tick at which its next CNPs count
-                    wake = min(wake, -(-_ceil(sub.pending[0][0]) // tick) * tick)
-            wake = min(wake, sub.timer_at)
-            if sub.x > 0:
-                wake = min(wake, now + max(1, _ceil(sub.remaining / sub.x)))
-        if self._arrivals:
-            wake = min(wake, self._arrivals[0][0])
+                if pending:  # the tick at which its next CNPs count
+                    at = -(-_ceil(pending[0][0]) // tick) * tick
+                    if at < wake:
+                        wake = at
+            if sub.timer_at < wake:
+                wake = sub.timer_at
+            x = sub.x
+            if x > 0:
+                at = now + _ceil(sub.remaining / x)
+                if at <= now:
+                    at = now + 1
+                if at < wake:
+                    wake = at
+        if self._arrivals and self._arrivals[0][0] < wake:
+            wake = self._arrivals[0][0]
         self.stepping = marking
-        if marking or any(sub.pending for sub in self.subs):
+        if marking or waiting:
             every = tick if live else self._coarse
             wake = min(wake, (now // every + 1) * every)
         self.wakeup_ns = wake if wake > now else now + 1

@@ -81,6 +81,8 @@ class IdealCommPlanner:
             tuple(paths),
             max(1, steps),
             _predecessors(routed),
+            tuple(src for src, _ in routed),
+            tuple(dst for _, dst in routed),
         )
 
 

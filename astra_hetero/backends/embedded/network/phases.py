@@ -31,6 +31,12 @@ class PhasePlan:
     # per path, the path whose message m must have arrived before this one sends message m + 1 (a
     # ring node forwards what its predecessor sent, as ASTRA-sim's ring does); -1: its own
     after: tuple[int, ...] = ()
+    # per path, the rank that sends it (the member whose issue lets its first message go, under
+    # ASTRA-sim's per-rank start; see `engine.static`); empty: unknown (the phase waits for every member)
+    senders: tuple[int, ...] = ()
+    # per path, the rank it delivers to (whose part of the collective ends with that path's last
+    # message, under ASTRA-sim's rules); empty: unknown (every member ends with the phase)
+    receivers: tuple[int, ...] = ()
 
 
 class CommPlanner(Protocol):
