@@ -51,7 +51,13 @@ def _reason(error: dict[str, Any]) -> str:
         return "unknown field (check the spelling; unknown keys are rejected)"
     if error.get("type") == "missing":
         return "required field is missing"
+    if error.get("type") in _MAPPING_TYPES:  # not pydantic's "... or instance of NodeGroupSpec"
+        return f"expected a mapping of keys (key: value), got {_value_kind(error.get('input'))}"
     return message
+
+
+# pydantic's error types for "a section (an object) was expected here"
+_MAPPING_TYPES = frozenset({"model_type", "dict_type", "model_attributes_type"})
 
 
 def spec_error_from_validation(exc: ValidationError) -> SpecError:
@@ -134,6 +140,12 @@ def _inside(path: Path, directory: Path) -> bool:
 
 def _kind(data: Any) -> str:
     return "null (is the file empty?)" if data is None else type(data).__name__
+
+
+def _value_kind(value: Any) -> str:
+    """What a user wrote, in YAML's words: `got a list`, not pydantic's class names."""
+    names = {bool: "true/false", int: "a number", float: "a number", str: "text", list: "a list"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
 MAX_INCLUDE_DEPTH = 16

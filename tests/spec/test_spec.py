@@ -112,6 +112,13 @@ BAD_SPECS = {
         "parallelism.global_batch_size",
         "not a multiple",
     ),
+    # pydantic's "Input should be a valid dictionary or instance of NodeGroupSpec" before
+    "section not a mapping": (
+        make_spec_data(cluster={"node_groups": [7]}),
+        "cluster.node_groups[0]",
+        "expected a mapping of keys (key: value), got a number",
+    ),
+    "model given as a list": (make_spec_data(model=[1]), "model", "got a list"),
     "negative latency": (
         make_spec_data(network={"link_latency_ns": -1}),
         "network.link_latency_ns",
