@@ -195,7 +195,15 @@ def mutate(data: Any, rng: random.Random) -> tuple[Any, Mutation]:
     parent = get_at(data, path[:-1])
     key = path[-1]
     old = parent[key]
-    op = rng.choice(["replace", "replace", "replace", "scale", "delete", "add", "list"])
+    op = rng.choice(["replace", "replace", "replace", "scale", "delete", "add", "list", "nearby", "nearby"])
+    if op == "nearby" and isinstance(old, int | float) and not isinstance(old, bool):
+        # a plausible value, so that more mutated specs stay valid and reach the engine
+        if isinstance(old, int):
+            new = rng.choice([1, 2, 3, 4, 8, 16, old + 1, max(old - 1, 0), old * 2])
+        else:
+            new = old * rng.choice([0.5, 2.0, 0.1, 10.0, 0.99])
+        parent[key] = new
+        return data, Mutation(f"{_dotted(path)}: {old!r} -> {new!r}", names)
     if op == "scale" and isinstance(old, int | float) and not isinstance(old, bool):
         factor = rng.choice([0, -1, 2, 3, 0.5, 1000, 1e9, 1e-9])
         new = type(old)(old * factor) if isinstance(old, int) and float(factor).is_integer() else old * factor
@@ -416,9 +424,12 @@ def _copy(source: Path, work: Path, name: str) -> Path:
 
 
 def spec_case(command: str, bases: Bases, work: Path, rng: random.Random) -> Case:
-    """A spec with one field mutated, given to `command` (build, generate, run, topology, plan)."""
+    """A spec with one field mutated (or two), given to `command` (build, run, topology)."""
     seed = rng.choice(sorted(bases.seeds))
     data, mutation = mutate(bases.seeds[seed], rng)
+    if rng.random() < 0.25 and isinstance(data, dict):
+        data, second = mutate(data, rng)
+        mutation = Mutation(f"{mutation.what}; {second.what}", mutation.names + second.names)
     spec = work / "spec.yaml"
     _write_yaml(spec, data)
     out = work / "out"
@@ -484,9 +495,19 @@ def spec_bytes_case(bases: Bases, work: Path, rng: random.Random) -> Case:
 
 def _mutate_file(path: Path, rng: random.Random) -> str:
     """Mutate one file in place: JSON/YAML by value when it parses, else (and sometimes anyway) by
-    bytes."""
+    bytes; or remove it, or give a trace a sibling for a rank that does not exist."""
+    import shutil
+
     import yaml
 
+    if rng.random() < 0.1:
+        path.unlink()
+        return "removed"
+    if path.suffix == ".et" and rng.random() < 0.1:
+        stem, _, _ = path.stem.rpartition(".")
+        extra = path.with_name(f"{stem}.{rng.choice([4, 9, 1000])}.et")
+        shutil.copy(path, extra)
+        return f"copied to {extra.name}"
     raw = path.read_bytes()
     if path.suffix in (".json", ".yml", ".yaml") and rng.random() < 0.7:
         try:

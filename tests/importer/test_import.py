@@ -211,3 +211,23 @@ def test_reimporting_over_an_import_replaces_it(tmp_path):
     import_study(files, tmp_path / "run")  # ours: no --force needed; the old result goes
     assert not (tmp_path / "run/result.json").exists()
     assert Path(tmp_path / "run/import.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (None, "memory.json: remote-memory file missing"),  # a FileNotFoundError (exit 1) before
+        ("{", "memory.json: not a JSON remote-memory file"),
+        ('{"memory-type": "DISK"}', "memory-type must be one of NO_MEMORY_EXPANSION"),
+        ('{"remote-mem-bw": "fast"}', "remote-mem-bw must be a number >= 0"),
+    ],
+)
+def test_a_remote_memory_file_astrasim_would_exit_on_is_refused_by_name(tmp_path, text, says):
+    traces = {r: [comp(0, 5), coll(1, "all_reduce", 4096, pg="1", deps=(0,))] for r in range(4)}
+    files = write_study(tmp_path / "s", traces, ring_network(4), groups={"1": [0, 1, 2, 3]})
+    memory = tmp_path / "s" / "memory.json"
+    if text is not None:
+        memory.write_text(text)
+    with pytest.raises(RunDirError, match=says):
+        import_study(dataclasses.replace(files, remote_memory=memory), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
