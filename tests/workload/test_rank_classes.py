@@ -88,6 +88,7 @@ def test_the_map_names_each_ranks_class_groups_and_peers(tmp_path):
         (lambda d: d["peers"].__setitem__(3, ["x"]), "peers[3]"),
         (lambda d: d["classes"][0].update(trace="../elsewhere.et"), "classes[0].trace"),
         (lambda d: d["classes"][0].update(trace="workload/classes/none.et"), "class trace missing"),
+        (lambda d: d["classes"][0].update(trace="x" * 300), "longer than 255 bytes"),  # an OSError before
     ],
 )
 def test_a_damaged_map_is_refused_naming_the_file_and_field(tmp_path, change, message):
