@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,9 +31,14 @@ def _field_path(loc: tuple[Any, ...]) -> str:
             path += f"[{part}]"
         elif _is_union_label(str(part)):
             continue  # pydantic's union-branch labels are noise for a user
+        elif not _PLAIN_KEY.fullmatch(str(part)):  # `tp:` or `tp ` as written: quoted, so it shows
+            path += f"[{str(part)!r}]"
         else:
             path += f".{part}" if path else str(part)
     return path
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
 
 def _is_union_label(part: str) -> bool:

@@ -84,6 +84,8 @@ BAD_SPECS = {
         "greater than or equal to 1",
     ),
     "unknown key": (with_parallelism(pipeline_parallel=4), "parallelism.pipeline_parallel", "unknown field"),
+    # shown as written (`parallelism.tp:: unknown field` before)
+    "key with a colon": (with_parallelism(**{"tp:": 2}), "parallelism['tp:']", "unknown field"),
     "tp does not divide heads": (
         make_spec_data(
             model={**make_spec_data()["model"], "num_heads": 15, "hidden_size": 1020, "num_kv_heads": 15}
