@@ -2,7 +2,7 @@
 
 Each case mutates one valid input (a spec field, a spec file's bytes, a run directory's file, a
 finished run's result, an ASTRA-sim study's file, an overlay, a sweep or study file, a calibration CSV
-or nccl-tests output), runs the CLI in-process and judges the outcome (tests/fuzzing.py): exit code 0
+or nccl-tests output), runs the CLI in-process and judges the outcome (tests/fuzz/): exit code 0
 or 2, one line naming the field or file, nothing left behind on failure, no NaN/inf/negative number
 written on success. CI runs a few hundred of these through hypothesis (tests/test_fuzz_inputs.py);
 this runs thousands.
@@ -23,7 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fuzzing import TARGETS, Bases, check, example_seeds, small_seeds  # noqa: E402
+from tests.fuzz.bases import Bases, example_seeds, small_seeds  # noqa: E402
+from tests.fuzz.targets import TARGETS, check  # noqa: E402
 
 
 def main() -> int:

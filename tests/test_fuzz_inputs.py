@@ -4,7 +4,7 @@ Any mutation of a valid input — a spec field, a spec file's bytes, a file of a
 finished run's result, an ASTRA-sim study's file, a heterogeneity overlay, a sweep or study file, a
 calibration CSV or nccl-tests output — either runs (and then writes only finite, non-negative
 numbers), or exits 2 with one line that names the field or file, leaving no output behind. The
-checker is tests/fuzzing.py; `benchmarks/fuzz_inputs.py` runs thousands of these cases and prints a
+checker is tests/fuzz/; `benchmarks/fuzz_inputs.py` runs thousands of these cases and prints a
 summary.
 """
 
@@ -20,7 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import budget
-from tests.fuzzing import TARGETS, Bases, Outcome, bad_numbers, check, judge
+from tests.fuzz.bases import Bases
+from tests.fuzz.judge import Outcome, bad_numbers, judge
+from tests.fuzz.targets import TARGETS, check
 
 
 @pytest.fixture(scope="module")
