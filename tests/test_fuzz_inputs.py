@@ -101,6 +101,7 @@ def test_every_input_edge_has_a_property():
         (Outcome(0, "", (), ()), []),
         (Outcome(2, "error: parallelism.tp: must be > 0\n", (), ()), []),
         (Outcome(2, "error: /tmp/x/spec.yaml: not UTF-8 text\n", (), ()), []),
+        (Outcome(2, "error: 'nam:': unknown field\n", (), ()), []),
         (Outcome(1, "error: unexpected KeyError: 'x' (a bug)\n", (), ()), ["exit-1"]),
         (Outcome(2, "error: something is wrong\n", (), ()), ["unnamed"]),
         (Outcome(2, "error: a.b: no\n  detail\n", (), ()), ["multi-line"]),

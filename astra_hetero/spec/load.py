@@ -32,7 +32,7 @@ def _field_path(loc: tuple[Any, ...]) -> str:
         elif _is_union_label(str(part)):
             continue  # pydantic's union-branch labels are noise for a user
         elif not _PLAIN_KEY.fullmatch(str(part)):  # `tp:` or `tp ` as written: quoted, so it shows
-            path += f"[{str(part)!r}]"
+            path += f"[{str(part)!r}]" if path else repr(str(part))
         else:
             path += f".{part}" if path else str(part)
     return path

@@ -106,8 +106,9 @@ def judge(outcome: Outcome, names: tuple[str, ...], point_failures: bool = False
     return broken
 
 
-# "error: cluster.node_groups[0].nic: ..." or "error: /path/file.json: ...": a field path or a file
-_NAMED = re.compile(r"^error: [^\s:]*[\w\]/][^\s:]*(:\d+)?: \S")
+# "error: cluster.node_groups[0].nic: ...", "error: parallelism['tp:']: ..." or "error: /path/file.json:
+# ...": a field path (with a key quoted as written) or a file
+_NAMED = re.compile(r"^error: ([^\s:']*'[^']*'[^\s:]*|[^\s:]*[\w\]/][^\s:]*)(:\d+)?: \S")
 
 
 def _names_something(err: str, names: tuple[str, ...]) -> bool:

@@ -86,6 +86,7 @@ BAD_SPECS = {
     "unknown key": (with_parallelism(pipeline_parallel=4), "parallelism.pipeline_parallel", "unknown field"),
     # shown as written (`parallelism.tp:: unknown field` before)
     "key with a colon": (with_parallelism(**{"tp:": 2}), "parallelism['tp:']", "unknown field"),
+    "top-level key with a colon": ({**make_spec_data(), "nam:": 1}, "'nam:'", "unknown field"),
     "tp does not divide heads": (
         make_spec_data(
             model={**make_spec_data()["model"], "num_heads": 15, "hidden_size": 1020, "num_kv_heads": 15}
