@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from astra_hetero import units
 from astra_hetero.errors import RunDirError
 
 BLOCKS = ("Ring", "Switch", "FullyConnected")
@@ -131,9 +132,15 @@ def read_analytical_network(path: Path) -> AnalyticalNetwork:
         bandwidth = _number(lists["bandwidth"][d], f"bandwidth[{d}]", path)
         if bandwidth <= 0:
             raise RunDirError(f"{path}: bandwidth[{d}] must be larger than 0, not {bandwidth!r}")
+        gbps = bandwidth * 8 * (1 << 30) / 1e9  # GiB/s in effect (see above), as the cluster graph's rate
+        if not units.MIN_LINK_GBPS <= gbps <= units.MAX_LINK_GBPS:  # 1e-300 GB/s rounded to a 0 rate
+            raise RunDirError(
+                f"{path}: bandwidth[{d}] {bandwidth!r} GB/s is not a physical link rate (the cluster graph "
+                f"takes {units.MIN_LINK_GBPS:g} to {units.MAX_LINK_GBPS:g} Gbit/s)"
+            )
         latency = _number(lists["latency"][d], f"latency[{d}]", path)
-        if latency < 0:
-            raise RunDirError(f"{path}: latency[{d}] must be non-negative, not {latency!r}")
+        if not 0 <= latency <= units.NS_PER_S:  # ns; the run directory's topology takes at most 1 s
+            raise RunDirError(f"{path}: latency[{d}] must be from 0 to 1e9 ns (1 s), not {latency!r}")
         dims.append(Dimension(block, npus, bandwidth, latency))
     return AnalyticalNetwork(tuple(dims))
 

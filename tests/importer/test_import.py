@@ -88,6 +88,16 @@ TWO_DIMS = "topology: [ Ring, Switch ]\nnpus_count: [ 4, 2 ]\nbandwidth: [ 50, 5
             r"groups\.json: group 1 must list distinct ranks of the job \(0\.\.3\)",
         ),
         ({"groups": {"0": [0, 1]}}, r"groups\.json: group id '0' must be a positive integer"),
+        # a rate rounded to 0 in the cluster graph: a ValueError (exit 1) before
+        (
+            {"network": "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 1.0e-300 ]\nlatency: [ 5 ]\n"},
+            r"network\.yml: bandwidth\[0\] 1e-300 GB/s is not a physical link rate",
+        ),
+        # imported, then refused by `run` naming ns3/topology.txt, before
+        (
+            {"network": "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50 ]\nlatency: [ 1.0e+18 ]\n"},
+            r"network\.yml: latency\[0\] must be from 0 to 1e9 ns",
+        ),
         # PyYAML's own message spans lines quoting the file; the error stays one line naming the place
         (
             {"network": "topology: [ Ring ]\nn"},
