@@ -183,3 +183,46 @@ def short(provenance: Mapping[str, Any] | None) -> dict[str, str]:
     spec = provenance.get("spec_sha256")
     lines["spec sha256"] = spec if spec else "-"
     return lines
+
+
+# The shape above, as reports read it back: field -> (types allowed, the shape of an object's fields).
+_TEXT, _OPT_TEXT = (str,), (str, type(None))
+_SHAPE: dict[str, Any] = {
+    "astra_hetero": {"version": _TEXT, "commit": _OPT_TEXT, "dirty": (bool, type(None))},
+    "backend": {
+        "name": _TEXT,
+        "binary": {"path": _TEXT, "size": (int,), "sha256": _TEXT},
+        "docker": {"image": _TEXT, "id": _OPT_TEXT, "labels": "labels"},
+    },
+    "spec_sha256": _OPT_TEXT,
+    "environment": {"image_components": "labels"},
+}
+
+
+def provenance_problem(provenance: Any) -> str:
+    """What is wrong with a `provenance` object read back from a file (null: none recorded), or ''.
+    Keys may be missing (older versions wrote fewer); those present must have the documented type."""
+    return "" if provenance is None else _problem(provenance, _SHAPE, "provenance")
+
+
+def _problem(value: Any, shape: Any, where: str) -> str:
+    if isinstance(shape, tuple):
+        ok = isinstance(value, shape) and (bool in shape or not isinstance(value, bool))  # True is an int
+        return "" if ok else f"{where} must be {' or '.join(_type_name(t) for t in shape)}, not {value!r:.40}"
+    if value is None and where.count(".") > 0:
+        return ""  # an optional section
+    if shape == "labels":  # name -> text
+        ok = isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+        return "" if ok else f"{where} must map names to text"
+    if not isinstance(value, dict):
+        return f"{where} must be an object"
+    for key, inner in shape.items():
+        if key in value:
+            problem = _problem(value[key], inner, f"{where}.{key}")
+            if problem:
+                return problem
+    return ""
+
+
+def _type_name(kind: type) -> str:
+    return {str: "text", bool: "true/false", int: "an integer", type(None): "null"}.get(kind, kind.__name__)

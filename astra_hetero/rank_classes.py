@@ -118,9 +118,9 @@ def read_class_map(root: Path, num_ranks: int | None = None) -> RankClassMap:
         valid = isinstance(run, list) and len(run) == 2 and _is_index(run[0]) and _is_count(run[1])
         if not valid or run[0] >= len(traces):
             raise RunDirError(f"{where}: class_of run {run!r} must be [class below {len(traces)}, count]")
+        if run[1] > count - len(class_of):  # checked before expanding: a count of 1e29 is no list
+            raise RunDirError(f"{where}: class_of covers more than the {count} ranks")
         class_of.extend([run[0]] * run[1])
-        if len(class_of) > count:
-            break
     if len(class_of) != count:
         raise RunDirError(f"{where}: class_of covers {len(class_of)} ranks, not {count}")
     groups = _rows(data.get("groups"), count, where, "groups", lambda v: isinstance(v, str))

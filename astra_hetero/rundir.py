@@ -199,8 +199,14 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
+NAME_MAX = 255  # bytes in one file name: ext4, XFS, APFS and NTFS alike
+
+
 def inside(root: Path, relative: str | Path, what: str) -> Path:
-    """`root / relative`, refused (RunDirError) if it leads outside `root` by `..` or a symlink."""
+    """`root / relative`, refused (RunDirError) if it leads outside `root` by `..` or a symlink, or
+    names what no file system holds (asking about it would be an OSError, not an answer)."""
+    if any(len(part.encode(errors="surrogateescape")) > NAME_MAX for part in Path(relative).parts):
+        raise RunDirError(f"{root}: {what} has a name longer than {NAME_MAX} bytes, which no file can have")
     path = Path(root) / relative
     try:
         real_root = Path(root).resolve(strict=True)

@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from astra_hetero import units
 from astra_hetero.errors import RunDirError
 
 BLOCKS = ("Ring", "Switch", "FullyConnected")
@@ -94,13 +95,17 @@ class AnalyticalNetwork:
 
 def read_analytical_network(path: Path) -> AnalyticalNetwork:
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        text = Path(path).read_text()
     except FileNotFoundError:
         raise RunDirError(f"{path}: network file missing") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise RunDirError(f"{path}: cannot be read ({exc})") from None
-    except yaml.YAMLError as exc:
-        raise RunDirError(f"{path}: not YAML ({exc})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:  # one line: PyYAML's own message quotes the file over several
+        from astra_hetero.spec.yamlfile import describe_yaml_error  # only here: it loads the schema
+
+        raise RunDirError(f"{path}: not YAML ({describe_yaml_error(exc, text)})") from None
     if not isinstance(data, dict):
         raise RunDirError(f"{path}: an analytical network file maps {', '.join(KEYS)} to one list each")
     missing = [key for key in KEYS if key not in data]
@@ -127,9 +132,15 @@ def read_analytical_network(path: Path) -> AnalyticalNetwork:
         bandwidth = _number(lists["bandwidth"][d], f"bandwidth[{d}]", path)
         if bandwidth <= 0:
             raise RunDirError(f"{path}: bandwidth[{d}] must be larger than 0, not {bandwidth!r}")
+        gbps = bandwidth * 8 * (1 << 30) / 1e9  # GiB/s in effect (see above), as the cluster graph's rate
+        if not units.MIN_LINK_GBPS <= gbps <= units.MAX_LINK_GBPS:  # 1e-300 GB/s rounded to a 0 rate
+            raise RunDirError(
+                f"{path}: bandwidth[{d}] {bandwidth!r} GB/s is not a physical link rate (the cluster graph "
+                f"takes {units.MIN_LINK_GBPS:g} to {units.MAX_LINK_GBPS:g} Gbit/s)"
+            )
         latency = _number(lists["latency"][d], f"latency[{d}]", path)
-        if latency < 0:
-            raise RunDirError(f"{path}: latency[{d}] must be non-negative, not {latency!r}")
+        if not 0 <= latency <= units.NS_PER_S:  # ns; the run directory's topology takes at most 1 s
+            raise RunDirError(f"{path}: latency[{d}] must be from 0 to 1e9 ns (1 s), not {latency!r}")
         dims.append(Dimension(block, npus, bandwidth, latency))
     return AnalyticalNetwork(tuple(dims))
 

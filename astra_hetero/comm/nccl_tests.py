@@ -32,6 +32,7 @@ bandwidth, affine between neighbours); below the smallest size it stays at the s
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,6 +143,11 @@ def parse_nccl_tests(text: str, filename: str = "", collective: str | None = Non
     largest = rows[sizes[-1]]
     if largest[1] <= 0:
         raise NcclTestsError(f"algbw is 0 at the largest size {sizes[-1]}; cannot derive the bus factor")
+    if not 0 < largest[2] / largest[1] <= 2:  # nccl-tests' factors: 2(n-1)/n (all-reduce) or below
+        raise NcclTestsError(
+            f"busbw / algbw at the largest size {sizes[-1]} is {largest[2] / largest[1]:.3g}; nccl-tests "
+            "prints a bus factor in (0, 2] (all-reduce 2(n-1)/n, gathers (n-1)/n, broadcast 1)"
+        )
     hosts = {}
     for _, line in lines:
         match = _RANK_LINE.match(line.strip())
@@ -189,6 +195,10 @@ def _own_lines(lines: list[str]) -> list[tuple[int, str]]:
     return numbered
 
 
+MAX_TIME_US = 86_400e6  # a day: no collective nccl-tests times takes longer; 1e308 would overflow the model
+MAX_GBS = 1e6  # GB/s: 500x NVLink 5's 1.8 TB/s per GPU (NVIDIA's Blackwell datasheet): no measurement
+
+
 def _row(tokens: list[str], header: list[str], number: int) -> tuple[int, tuple[float, float, float], str]:
     """(size, (best time us, mean algbw, mean busbw), the placement of the best time) of one result row:
     nccl-tests prints out-of-place first, then in-place; a single time column is out-of-place."""
@@ -203,9 +213,19 @@ def _row(tokens: list[str], header: list[str], number: int) -> tuple[int, tuple[
             seen_times += 1
         if key in columns:
             try:
-                columns[key].append(float(value))
+                value_ = float(value)
             except ValueError:
                 continue  # "N/A" and the like: the other placement still counts
+            if (
+                not math.isfinite(value_)
+                or value_ < 0
+                or value_ > (MAX_TIME_US if key == "time" else MAX_GBS)
+            ):
+                raise NcclTestsError(
+                    f"line {number}: {name} {value!r} is not a measurement (finite, >= 0; a time at most "
+                    f"{MAX_TIME_US:.0e} us, a day; a bandwidth at most {MAX_GBS:.0e} GB/s)"
+                )
+            columns[key].append(value_)
             if key == "time":
                 times.append((columns[key][-1], "out-of-place" if seen_times == 1 else "in-place"))
     if not all(columns.values()):

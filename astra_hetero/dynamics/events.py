@@ -53,9 +53,22 @@ class _Event(BaseModel):
     @classmethod
     def _after_start(cls, end_ms: float | None, info: ValidationInfo) -> float | None:
         start = info.data.get("start_ms")
-        if end_ms is not None and start is not None and end_ms <= start:
-            raise ValueError(f"end_ms {end_ms:g} must be after start_ms {start:g}")
+        problem = "" if end_ms is None or start is None else span_problem(start, end_ms)
+        if problem:
+            raise ValueError(problem)
         return end_ms
+
+
+def span_problem(start_ms: float, end_ms: float) -> str:
+    """Why an event from `start_ms` to `end_ms` cannot run, or ''. Compared as the engine's
+    integer-nanosecond clock will hold them (selection.py rounds so): end_ms 1e-9 after start_ms 0 is no
+    event at all, which only the run directory's reader refused before."""
+    if round(end_ms * 1e6) <= round(start_ms * 1e6):
+        return (
+            f"end_ms {end_ms:g} must be after start_ms {start_ms:g} by at least 1 ns (0.000001 ms), the "
+            "resolution of the simulated clock"
+        )
+    return ""
 
 
 class LinkRate(_Event):

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from astra_hetero.dynamics.events import MAX_FACTOR, SLOWEST, Millis, Seed, Sigma, Speed
+from astra_hetero.dynamics.events import MAX_FACTOR, SLOWEST, Millis, Seed, Sigma, Speed, span_problem
 from astra_hetero.errors import SpecError
 from astra_hetero.spec.catalog import gpu_catalog, normalize_key
 from astra_hetero.spec.load import spec_error_from_validation
@@ -125,8 +125,9 @@ class _Timed(_Strict):
 
     @model_validator(mode="after")
     def _order(self) -> _Timed:
-        if self.end_ms is not None and self.end_ms <= self.start_ms:
-            raise ValueError(f"end_ms {self.end_ms:g} must be after start_ms {self.start_ms:g}")
+        problem = "" if self.end_ms is None else span_problem(self.start_ms, self.end_ms)
+        if problem:
+            raise ValueError(problem)
         return self
 
 
@@ -171,7 +172,10 @@ def load_overlay(path: Path) -> tuple[Overlay, str]:
 def _refuse_network_events(data: dict[str, Any], path: Path) -> None:
     """Link events and background traffic need flows on links; the ASTRA-sim model prices messages on
     a network without contention, so they could not change anything: refused, saying what does."""
-    for i, event in enumerate(data.get("dynamics") or []):
+    events = data.get("dynamics")
+    if not isinstance(events, list):
+        return  # None, or not a list: the schema names it
+    for i, event in enumerate(events):
         kind = event.get("event") if isinstance(event, dict) else None
         if kind in ("link_rate", "background_traffic"):
             raise SpecError(

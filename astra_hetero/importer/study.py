@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from astra_hetero.astrasim_inputs.analytical import AnalyticalNetwork, read_analytical_network
+from astra_hetero.astrasim_inputs.remote_memory import check_remote_memory
 from astra_hetero.astrasim_inputs.system import SystemConfig, read_system
 from astra_hetero.errors import RunDirError
 from astra_hetero.importer.ns3_study import Ns3Network, read_ns3_network
@@ -106,6 +107,8 @@ def read_study(files: StudyFiles) -> Study:
         if kind == "all_to_all" and any(i.name.endswith("alvingDoubling") for i in implementations):
             raise RunDirError(f"{files.system}: {key} cannot be halvingDoubling (ASTRA-sim exits on it)")
     groups = read_comm_groups(files.comm_groups, num_npus) if files.comm_groups else None
+    if files.remote_memory is not None:  # copied verbatim, so checked here: ASTRA-sim exits on a bad one
+        check_remote_memory(files.remote_memory)
     return Study(files, prefix, paths, system, backend, analytical, ns3, dims, groups)
 
 

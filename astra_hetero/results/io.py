@@ -17,7 +17,10 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from astra_hetero.errors import BackendFailed, RunDirError
+from astra_hetero.provenance import KEY as PROVENANCE
+from astra_hetero.provenance import provenance_problem
 from astra_hetero.results.model import RESULT_FORMAT, RunResult
+from astra_hetero.results.throughput import figures_problem
 from astra_hetero.rundir import MANIFEST, RESULT, write_text_atomic
 
 RANK_TIMES = ("finish_us", "compute_us", "exposed_comm_us", "idle_us")
@@ -151,8 +154,12 @@ def read_result(run_dir: Path) -> RunResult:
     problem = time_problem(result)
     if problem:
         raise RunDirError(f"{path}: {problem} (times must be finite and non-negative)")
+    problem = figures_problem(result.throughput) or provenance_problem(result.meta.get(PROVENANCE))
+    if problem:
+        raise RunDirError(f"{path}: {problem}")
     for i, rank in enumerate(result.ranks):
-        if rank.rank != i or min(rank.stage, rank.replica) < 0:
+        placed = [v for v in (rank.stage, rank.replica) if v is not None]  # None: an idle GPU
+        if rank.rank != i or any(v < 0 for v in placed):
             raise RunDirError(
                 f"{path}: ranks[{i}] describes rank {rank.rank}, stage {rank.stage}, "
                 f"replica {rank.replica}; ranks must be listed in order, from 0"

@@ -317,6 +317,8 @@ def _spread(spread: Spread, scale: float) -> str:
 
 def format_number(value: float) -> str:
     """Four significant digits without an exponent: 612.3, 61.23, 6.123, 0.6123 (at most 4 decimals)."""
+    if not math.isfinite(value):  # a sweep value written as .inf/.nan: shown as given, not a crash
+        return str(value)
     if round(value, 4) == 0:  # 3e-6 is a rounding residue at four decimals, not "0.0000"
         return "0"
     integer_digits = math.floor(math.log10(abs(value))) + 1

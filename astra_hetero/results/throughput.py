@@ -62,6 +62,9 @@ def _checked(record: dict[str, Any], where: str) -> dict[str, Any]:
         if not ok or not math.isfinite(value) or value <= 0:
             raise RunDirError(f"{where}: throughput.{field} must be a positive number, got {value!r}")
 
+    for text in ("formula", "compute_precision"):  # copied into the result and printed as they are
+        if not isinstance(record.get(text, ""), str):
+            raise RunDirError(f"{where}: throughput.{text} must be text, got {record[text]!r}")
     positive(record.get("model_flops_per_iteration"), "model_flops_per_iteration")
     positive(record.get("tokens_per_iteration"), "tokens_per_iteration")
     gpus = record.get("gpus")
@@ -77,6 +80,25 @@ def _checked(record: dict[str, Any], where: str) -> dict[str, Any]:
 
 def _without(result: RunResult, reason: str) -> RunResult:
     return dataclasses.replace(result, warnings=(*result.warnings, NO_THROUGHPUT + reason))
+
+
+SHOWN = ("tokens_per_s", "model_tflops_per_gpu", "mfu")  # what reports print of a result's figures
+
+
+def figures_problem(figures: Any) -> str:
+    """What is wrong with a result.json's `throughput` as read back (None: no figures), or ''."""
+    if figures is None:
+        return ""
+    if not isinstance(figures, dict):  # the result schema reads it as an object already
+        return "throughput must be an object or null"
+    for name in SHOWN:
+        value = figures.get(name)
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or not math.isfinite(value) or value < 0:
+            return f"throughput.{name} must be a finite number >= 0, got {value!r}"
+    if not isinstance(figures.get("compute_precision"), str):
+        return "throughput.compute_precision must be a string"
+    return ""
 
 
 def throughput_line(result: RunResult) -> str:

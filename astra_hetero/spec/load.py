@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,9 +31,14 @@ def _field_path(loc: tuple[Any, ...]) -> str:
             path += f"[{part}]"
         elif _is_union_label(str(part)):
             continue  # pydantic's union-branch labels are noise for a user
+        elif not _PLAIN_KEY.fullmatch(str(part)):  # `tp:` or `tp ` as written: quoted, so it shows
+            path += f"[{str(part)!r}]" if path else repr(str(part))
         else:
             path += f".{part}" if path else str(part)
     return path
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 
 
 def _is_union_label(part: str) -> bool:
@@ -51,7 +57,13 @@ def _reason(error: dict[str, Any]) -> str:
         return "unknown field (check the spelling; unknown keys are rejected)"
     if error.get("type") == "missing":
         return "required field is missing"
+    if error.get("type") in _MAPPING_TYPES:  # not pydantic's "... or instance of NodeGroupSpec"
+        return f"expected a mapping of keys (key: value), got {_value_kind(error.get('input'))}"
     return message
+
+
+# pydantic's error types for "a section (an object) was expected here"
+_MAPPING_TYPES = frozenset({"model_type", "dict_type", "model_attributes_type"})
 
 
 def spec_error_from_validation(exc: ValidationError) -> SpecError:
@@ -136,6 +148,12 @@ def _kind(data: Any) -> str:
     return "null (is the file empty?)" if data is None else type(data).__name__
 
 
+def _value_kind(value: Any) -> str:
+    """What a user wrote, in YAML's words: `got a list`, not pydantic's class names."""
+    names = {bool: "true/false", int: "a number", float: "a number", str: "text", list: "a list"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
 MAX_INCLUDE_DEPTH = 16
 
 
@@ -201,7 +219,9 @@ def read_spec_data(path: str | Path) -> Any:
     """A spec file's YAML with its includes merged in, not yet validated."""
     path = Path(path)
     data = read_yaml(path, "", "spec file")
-    if isinstance(data, dict) and "include" in data:
+    if not isinstance(data, dict):  # named here, where the file is known; parse_spec only has data
+        raise SpecError("", f"{path}: the spec must be a mapping of sections, got {_kind(data)}")
+    if "include" in data:
         data = _with_includes(data, path, (_real_path(path, ""),))
     return data
 

@@ -62,12 +62,22 @@ def read_yaml(path: Path, field: str, what: str = "file", private: bool = False)
         _check_graph(node, path, field, private)
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise SpecError(field, f"{path}: not valid YAML ({_describe(exc, text)})") from None
+        raise SpecError(field, f"{path}: not valid YAML ({describe_yaml_error(exc, text)})") from None
     except RecursionError:  # a safety net: the depth check should have stopped it
         raise SpecError(field, f"{path}: nested too deeply") from None
     finally:
         if loader is not None:
             loader.dispose()
+
+
+def read_yaml_mapping(path: Path, field: str, what: str) -> dict[str, Any]:
+    """`read_yaml` of a file that must hold a mapping (a sweep, a study): anything else is an error
+    naming the file, not the schema's "valid dictionary or instance of ..." without it."""
+    data = read_yaml(path, field, what)
+    if not isinstance(data, dict):
+        kind = "nothing (is the file empty?)" if data is None else f"a {type(data).__name__}"
+        raise SpecError(field, f"{path}: a {what} holds a mapping of keys, not {kind}")
+    return data
 
 
 def _read_text(path: Path, field: str, what: str) -> str:
@@ -88,7 +98,7 @@ def _read_text(path: Path, field: str, what: str) -> str:
         raise SpecError(field, f"{path}: not UTF-8 text (byte {exc.start} cannot be decoded)") from None
 
 
-def _describe(exc: yaml.YAMLError, text: str) -> str:
+def describe_yaml_error(exc: yaml.YAMLError, text: str) -> str:
     """The parser's reason and position, without the snippet of the file PyYAML would print."""
     if isinstance(exc, yaml.reader.ReaderError):
         line = text.count("\n", 0, exc.position) + 1

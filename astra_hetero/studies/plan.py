@@ -23,7 +23,7 @@ from astra_hetero.errors import SpecError
 from astra_hetero.jobs.load import RunSpec
 from astra_hetero.planner.settings import SearchSettings
 from astra_hetero.spec.load import spec_error_from_validation
-from astra_hetero.spec.yamlfile import read_yaml
+from astra_hetero.spec.yamlfile import read_yaml, read_yaml_mapping
 from astra_hetero.studies.axes import AxisInfo, AxisLevel, value_label
 from astra_hetero.studies.checks import check_study
 from astra_hetero.studies.schema import ParameterAxis, PlanTransform, Reduced, StudyFile, Transform, Variant
@@ -67,7 +67,7 @@ class Study:
 def load_study(path: str | Path, reduced: bool = False, max_points: int = MAX_SWEEP_POINTS) -> Study:
     path = Path(path)
     return plan_study(
-        read_yaml(path, "", "study file"), path.parent, reduced, source=path, max_points=max_points
+        read_yaml_mapping(path, "", "study file"), path.parent, reduced, source=path, max_points=max_points
     )
 
 

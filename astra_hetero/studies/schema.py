@@ -142,7 +142,9 @@ class TableLayout(Strict):
 
 
 class FigureLayout(Strict):
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", description="file name: <name>.png")
+    name: str = Field(  # a file name: past 255 bytes (with the staging prefix) the OS refuses it
+        pattern=r"^[a-z0-9][a-z0-9_-]*$", max_length=100, description="file name: <name>.png"
+    )
     title: str = Field(min_length=1, description="what the figure shows")
     kind: Literal["bar", "stacked_bar", "line"]
     x: str = Field(description="an axis")

@@ -31,7 +31,7 @@ from astra_hetero.errors import SpecError
 from astra_hetero.jobs.load import RunSpec, load_run_spec, parse_run_spec
 from astra_hetero.spec.load import spec_error_from_validation
 from astra_hetero.spec.types import Seconds
-from astra_hetero.spec.yamlfile import read_yaml
+from astra_hetero.spec.yamlfile import read_yaml_mapping
 
 _TOKEN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
 
@@ -90,7 +90,7 @@ MAX_POINTS = MAX_SWEEP_POINTS
 
 def load_sweep(path: str | Path, max_points: int = MAX_POINTS) -> Sweep:
     path = Path(path)
-    return plan_sweep(read_yaml(path, "", "sweep file"), path.parent, max_points)
+    return plan_sweep(read_yaml_mapping(path, "", "sweep file"), path.parent, max_points)
 
 
 def plan_sweep(data: Any, directory: Path, max_points: int = MAX_POINTS) -> Sweep:
@@ -163,8 +163,14 @@ def _render(steps: list[str | int]) -> str:
 
 
 def base_data(base: str | dict[str, Any], directory: Path) -> dict[str, Any]:
-    """The base spec (a file relative to `directory`, or inline), validated, as plain data."""
-    spec = load_run_spec(directory / base) if isinstance(base, str) else parse_run_spec(base)
+    """The base spec (a file relative to `directory`, or inline), validated, as plain data. Its errors
+    name `base` (and the file), not only the field inside the base spec."""
+    try:
+        spec = load_run_spec(directory / base) if isinstance(base, str) else parse_run_spec(base)
+    except SpecError as exc:
+        field = f"base.{exc.field}" if exc.field else "base"
+        where = f" (in {directory / base})" if isinstance(base, str) and exc.field else ""
+        raise type(exc)(field, exc.reason + where) from None
     return spec.model_dump()
 
 

@@ -134,6 +134,17 @@ def _minimal(rows: str, header: str = "#  size  count  type  redop  root  time  
         ),
         (_minimal("1024 256 float sum\n"), "columns"),
         (_minimal("1024 256 float sum -1 0.0 0.10 0.18 0\n"), "positive"),
+        # a time of 1e308 us overflowed the collective model; nan and inf were taken as times
+        (
+            _minimal("1024 256 float sum -1 1e308 0.10 0.18 0\n"),
+            r"line \d+: time '1e308' is not a measurement",
+        ),
+        (_minimal("1024 256 float sum -1 nan 0.10 0.18 0\n"), "time 'nan' is not a measurement"),
+        (_minimal("1024 256 float sum -1 10.0 inf 0.18 0\n"), "algbw 'inf' is not a measurement"),
+        (_minimal("1024 256 float sum -1 10.0 0.10 -0.18 0\n"), "busbw '-0.18' is not a measurement"),
+        (_minimal("1024 256 float sum -1 10.0 1e308 0.18 0\n"), "algbw '1e308' is not a measurement"),
+        (_minimal("1024 256 float sum -1 10.0 0.10 0.00 0\n"), r"bus factor in \(0, 2\]"),
+        (_minimal("1024 256 float sum -1 10.0 0.10 0.50 0\n"), "busbw / algbw at the largest size 1024 is 5"),
     ],
 )
 def test_unusable_output_is_rejected_with_the_reason(text, reason):

@@ -53,6 +53,8 @@ def test_a_spec_without_dynamics_is_static():
         ({**NIC, "node": 2}, "dynamics[0].node", "node 2 outside 0..1"),
         ({**NIC, "factor": -0.5}, "dynamics[0].factor", "greater than or equal to 0"),
         ({**NIC, "start_ms": 5, "end_ms": 2}, "dynamics[0].end_ms", "must be after start_ms"),
+        # the same nanosecond on the engine's clock: refused in the run directory only, before
+        ({**NIC, "start_ms": 0, "end_ms": 1e-9}, "dynamics[0].end_ms", "by at least 1 ns"),
         ({**NIC, "kind": "wifi"}, "dynamics[0].kind", ""),
         ({**NIC, "spine": 0}, "dynamics[0]", "spine selects uplinks"),
         ({"event": "link_rate", "kind": "nic", "factor": 0.5}, "dynamics[0]", "needs node_group"),

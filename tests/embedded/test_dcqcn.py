@@ -335,6 +335,13 @@ def test_the_parameters_come_from_config_txt_in_ns3_units(tmp_path: Path):
     )
 
 
+def test_a_binary_config_is_refused_by_name(tmp_path: Path):
+    path = tmp_path / "config.txt"
+    path.write_bytes(CONFIG.encode().replace(b"RP_TIMER", b"RP_\xe2IMER"))  # a UnicodeDecodeError before
+    with pytest.raises(RunDirError, match="config.txt: cannot be read \\(not UTF-8 text\\)"):
+        read_dcqcn_config(path)
+
+
 @pytest.mark.parametrize(
     "change, words",
     [
@@ -358,6 +365,12 @@ def test_a_missing_key_names_the_file_and_the_key(tmp_path: Path, change, words)
         (("CC_MODE 1", "CC_MODE 3"), "not DCQCN"),
         (("KMIN_MAP 2 100000000000 400 400000000000 800", "KMIN_MAP 1 100000000000 400"), "same link rates"),
         (("EWMA_GAIN 0.00390625", "EWMA_GAIN 2"), "EWMA_GAIN"),
+        # each of these reached the fluid model before: a ValueError, an OverflowError, or a silent nan
+        (("RP_TIMER 900", "RP_TIMER nan"), "RP_TIMER must be positive and at most"),
+        (("RP_TIMER 900", "RP_TIMER 1e308"), "RP_TIMER must be positive and at most"),
+        (("RATE_AI 50Mb/s", "RATE_AI nanMb/s"), "RATE_AI must be a rate from 0"),
+        (("KMIN_MAP 2 100000000000 400", "KMIN_MAP 2 100000000000 nan"), "KMIN_MAP needs positive rates"),
+        (("KMIN_MAP 2 100000000000 400", "KMIN_MAP 2 inf 400"), "KMIN_MAP must be 'N rate value"),
     ],
 )
 def test_malformed_values_are_refused_by_key(tmp_path: Path, change, words):

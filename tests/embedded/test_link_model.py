@@ -52,7 +52,7 @@ def ring_all_reduce(tmp_path, link_model, config=None):
         tmp_path, {r: [coll(0, "all_reduce", size)] for r in range(n)}, single_switch(n), manifest=manifest
     )
     if config is not None:
-        (tmp_path / "ns3/config.txt").write_text(config)
+        (tmp_path / "ns3/config.txt").write_bytes(config.encode(errors="surrogateescape"))
     return EmbeddedBackend().run(tmp_path).result, 2 * (n - 1) / n * size, 2 * (n - 1)
 
 
@@ -86,6 +86,9 @@ def test_ns3_packets_reads_the_payload_size_from_the_ns3_config(tmp_path):
         ("packets", None, "'ideal', 'ns3_packets'"),
         ("ns3_packets", None, "missing"),
         ("ns3_packets", "PACKET_PAYLOAD_SIZE many\n", "must be integers"),
+        ("ns3_packets", "PACKET_PAYLOAD_SIZE 100000000000000000000\n", "from 1 to 65535 bytes"),
+        # read as text with no check before: a UnicodeDecodeError (exit 1)
+        ("ns3_packets", "PACKET_PAYLOAD_SIZE 1000\n\udce2\n", "not UTF-8 text"),
     ],
 )
 def test_bad_settings_name_the_file(tmp_path, setting, config, words):

@@ -256,6 +256,14 @@ def test_a_binary_link_kinds_file_is_refused_by_name(tmp_path, capsys):
     _fails(root, capsys, "link_kinds.json", "not valid JSON")
 
 
+def test_a_link_kind_that_is_not_a_name_is_refused_by_name(tmp_path, capsys):
+    root = _nccl_run_dir(tmp_path / "run")
+    kinds = json.loads((root / "ns3/link_kinds.json").read_text())
+    kinds["kinds"][0] = []  # unhashable: a TypeError before
+    (root / "ns3/link_kinds.json").write_text(json.dumps(kinds))
+    _fails(root, capsys, "link_kinds.json", "unknown link kind(s) []")
+
+
 def test_an_nccl_tests_table_outside_the_run_directory_is_never_read(tmp_path, capsys):
     root = _nccl_run_dir(tmp_path / "run")
     table = Path(__file__).parents[1] / "data/nccl_tests/all_reduce_perf_8xh100.txt"

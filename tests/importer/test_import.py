@@ -88,6 +88,21 @@ TWO_DIMS = "topology: [ Ring, Switch ]\nnpus_count: [ 4, 2 ]\nbandwidth: [ 50, 5
             r"groups\.json: group 1 must list distinct ranks of the job \(0\.\.3\)",
         ),
         ({"groups": {"0": [0, 1]}}, r"groups\.json: group id '0' must be a positive integer"),
+        # a rate rounded to 0 in the cluster graph: a ValueError (exit 1) before
+        (
+            {"network": "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 1.0e-300 ]\nlatency: [ 5 ]\n"},
+            r"network\.yml: bandwidth\[0\] 1e-300 GB/s is not a physical link rate",
+        ),
+        # imported, then refused by `run` naming ns3/topology.txt, before
+        (
+            {"network": "topology: [ Ring ]\nnpus_count: [ 4 ]\nbandwidth: [ 50 ]\nlatency: [ 1.0e+18 ]\n"},
+            r"network\.yml: latency\[0\] must be from 0 to 1e9 ns",
+        ),
+        # PyYAML's own message spans lines quoting the file; the error stays one line naming the place
+        (
+            {"network": "topology: [ Ring ]\nn"},
+            r"network\.yml: not YAML \(line 2, column 2: could not find[^\n]*$",
+        ),
         ({"groups": {"2": [0, 1]}}, r"trace\.0\.et: its collectives use pg_name '1', which .*groups\.json"),
         (
             {"system": {"all-reduce-implementation": ["ring", "ring"]}},
@@ -206,3 +221,23 @@ def test_reimporting_over_an_import_replaces_it(tmp_path):
     import_study(files, tmp_path / "run")  # ours: no --force needed; the old result goes
     assert not (tmp_path / "run/result.json").exists()
     assert Path(tmp_path / "run/import.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (None, "memory.json: remote-memory file missing"),  # a FileNotFoundError (exit 1) before
+        ("{", "memory.json: not a JSON remote-memory file"),
+        ('{"memory-type": "DISK"}', "memory-type must be one of NO_MEMORY_EXPANSION"),
+        ('{"remote-mem-bw": "fast"}', "remote-mem-bw must be a number >= 0"),
+    ],
+)
+def test_a_remote_memory_file_astrasim_would_exit_on_is_refused_by_name(tmp_path, text, says):
+    traces = {r: [comp(0, 5), coll(1, "all_reduce", 4096, pg="1", deps=(0,))] for r in range(4)}
+    files = write_study(tmp_path / "s", traces, ring_network(4), groups={"1": [0, 1, 2, 3]})
+    memory = tmp_path / "s" / "memory.json"
+    if text is not None:
+        memory.write_text(text)
+    with pytest.raises(RunDirError, match=says):
+        import_study(dataclasses.replace(files, remote_memory=memory), tmp_path / "run")
+    assert not (tmp_path / "run").exists()

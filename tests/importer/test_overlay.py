@@ -139,6 +139,18 @@ def test_events_and_iterations(stg, tmp_path):
     assert result.iteration_time_us > plain.iteration_time_us
 
 
+def test_a_timeline_of_several_iterations_names_astrasims_algorithms(stg, tmp_path):
+    """Iterations run the dynamic engine, whose trace spans name each collective's algorithm: on an
+    imported study the system file's (this crashed with an AttributeError before)."""
+    files, _, _ = stg
+    import_study(files, tmp_path / "run", overlay=overlay(tmp_path, "iterations: 2\n"))
+    execute(tmp_path / "run", timeline="all")
+    events = json.loads((tmp_path / "run/trace.json").read_text())["traceEvents"]
+    algorithms = {e["args"]["algorithm"] for e in events if "algorithm" in e.get("args", {})}
+    system = json.loads(files.system.read_text())
+    assert algorithms and algorithms <= {"direct", "+".join(system["all-reduce-implementation"][:2]), "ring"}
+
+
 @pytest.mark.parametrize(
     ("text", "field", "reason"),
     [
@@ -153,6 +165,13 @@ def test_events_and_iterations(stg, tmp_path):
         ('npu_groups:\n  - {npus: "7-3", compute_factor: 2}\n', "npu_groups[0].npus", "runs backwards"),
         ("links:\n  - {npus: 1, bandwidth_factor: 0.5, gbps: 10}\n", "links[0]", "bandwidth_factor"),
         ("dynamics:\n  - {event: link_rate, factor: 0.5}\n", "dynamics[0].event", "links shared by flows"),
+        ("dynamics: 5\n", "dynamics", "valid list"),  # a TypeError before
+        (
+            "dynamics:\n  - {event: device_slowdown, npus: 0, factor: 0.5, start_ms: 1, end_ms: 1.0000000001}"
+            "\n",
+            "dynamics[0]",
+            "by at least 1 ns",
+        ),  # the run directory's reader refused it, after the overlaid directory was written
         (
             'npu_groups:\n  - {npus: 1, compute_factor: 2}\n  - {npus: "0-3", compute_factor: 3}\n',
             "npu_groups[1].npus",

@@ -63,6 +63,25 @@ def result_data(**rank_changes) -> dict:
         ({**mixed_result().to_json(), "ranks": []}, "no ranks"),
         ({**mixed_result().to_json(), "ranks": [[1, 2]]}, "not a result file"),
         ([1, 2, 3], "not a result file"),
+        # a report prints these figures: a KeyError / a format error before
+        (
+            {**mixed_result().to_json(), "throughput": {"mfu": 0.4, "compute_precision": "bf16"}},
+            "throughput.tokens_per_s must be a finite number >= 0, got None",
+        ),
+        ({**mixed_result().to_json(), "throughput": [1]}, "throughput: Input should be an object"),
+        # reports print the provenance: an AttributeError, or a -1 copied into report.json, before
+        (
+            {**mixed_result().to_json(), "meta": {"provenance": {"astra_hetero": 7}}},
+            "provenance.astra_hetero must be an object",
+        ),
+        (
+            {**mixed_result().to_json(), "meta": {"provenance": {"astra_hetero": {"dirty": -1}}}},
+            "provenance.astra_hetero.dirty must be true/false or null, not -1",
+        ),
+        (
+            {**mixed_result().to_json(), "meta": {"provenance": {"backend": {"docker": {"labels": [1]}}}}},
+            "provenance.backend.docker.labels must map names to text",
+        ),
     ],
     ids=[
         "nan",
@@ -74,6 +93,11 @@ def result_data(**rank_changes) -> dict:
         "no-ranks",
         "list-rank",
         "not-object",
+        "throughput-figure-missing",
+        "throughput-not-object",
+        "provenance-not-object",
+        "provenance-dirty",
+        "provenance-labels",
     ],
 )
 def test_a_result_with_impossible_values_is_refused(tmp_path, data, says) -> None:
@@ -81,6 +105,13 @@ def test_a_result_with_impossible_values_is_refused(tmp_path, data, says) -> Non
     with pytest.raises(RunDirError) as caught:
         read_result(tmp_path)
     assert says in str(caught.value)
+
+
+def test_an_idle_gpus_unknown_replica_is_read_back(tmp_path) -> None:
+    """null stage and replica: a GPU the plan leaves idle (compared with 0 before: a TypeError)."""
+    data = result_data(replica=None, stage=None)
+    (tmp_path / "result.json").write_text(json.dumps(data))
+    assert read_result(tmp_path).ranks[0].replica is None
 
 
 def test_binary_garbage_is_not_quoted(tmp_path) -> None:

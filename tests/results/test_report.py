@@ -162,6 +162,8 @@ def test_markdown_tables_carry_the_same_numbers() -> None:
         (0.61234, "0.6123"),
         (0.0061234, "0.0061"),
         (-2.5, "-2.500"),
+        (float("inf"), "inf"),  # a sweep value written as .inf: shown, not an OverflowError
+        (float("nan"), "nan"),
     ],
 )
 def test_numbers_show_four_significant_digits(value: float, text: str) -> None:

@@ -115,6 +115,13 @@ def test_a_cut_down_iteration_states_no_throughput():
             "gpus": {"a": {"count": 1, "peak_tflops": 1}},
         },
         {"model_flops_per_iteration": 1, "tokens_per_iteration": 1, "gpus": {}},
+        # copied into result.json as it was (a NaN formula) before
+        {
+            "model_flops_per_iteration": 1,
+            "tokens_per_iteration": 1,
+            "gpus": {"a": {"count": 1, "peak_tflops": 1}},
+            "formula": float("nan"),
+        },
     ],
 )
 def test_a_malformed_record_is_an_error_naming_the_field(bad):

@@ -84,6 +84,9 @@ BAD_SPECS = {
         "greater than or equal to 1",
     ),
     "unknown key": (with_parallelism(pipeline_parallel=4), "parallelism.pipeline_parallel", "unknown field"),
+    # shown as written (`parallelism.tp:: unknown field` before)
+    "key with a colon": (with_parallelism(**{"tp:": 2}), "parallelism['tp:']", "unknown field"),
+    "top-level key with a colon": ({**make_spec_data(), "nam:": 1}, "'nam:'", "unknown field"),
     "tp does not divide heads": (
         make_spec_data(
             model={**make_spec_data()["model"], "num_heads": 15, "hidden_size": 1020, "num_kv_heads": 15}
@@ -112,6 +115,13 @@ BAD_SPECS = {
         "parallelism.global_batch_size",
         "not a multiple",
     ),
+    # pydantic's "Input should be a valid dictionary or instance of NodeGroupSpec" before
+    "section not a mapping": (
+        make_spec_data(cluster={"node_groups": [7]}),
+        "cluster.node_groups[0]",
+        "expected a mapping of keys (key: value), got a number",
+    ),
+    "model given as a list": (make_spec_data(model=[1]), "model", "got a list"),
     "negative latency": (
         make_spec_data(network={"link_latency_ns": -1}),
         "network.link_latency_ns",
@@ -171,6 +181,10 @@ def test_missing_spec_file_and_bad_yaml(tmp_path: Path):
     (tmp_path / "bad.yaml").write_text("model: [unclosed\n")
     with pytest.raises(SpecError, match="not valid YAML"):
         load_spec(tmp_path / "bad.yaml")
+    for text, kind in (("", "null"), ("- model: x\n", "list"), ("3\n", "int")):
+        (tmp_path / "odd.yaml").write_text(text)
+        with pytest.raises(SpecError, match=f"odd.yaml: the spec must be a mapping of sections, got {kind}"):
+            load_spec(tmp_path / "odd.yaml")
 
 
 @pytest.mark.parametrize("path", example_specs())

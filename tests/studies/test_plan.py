@@ -136,6 +136,8 @@ def broken(path: str, value):
         (broken("figures.0.series", None), "figures[0]", "axis 'prediction' has 2 values"),
         (broken("figures.0.where", {"prediction": "average"}), "figures[0].where.prediction", "not a value"),
         (broken("figures.0.kind", "pie"), "figures[0].kind", ""),
+        # a file name the OS would refuse (an OSError after the points had run, before)
+        (broken("figures.0.name", "x" * 300), "figures[0].name", "at most 100 characters"),
         (
             broken("derived.0.relative_to", {"prediction": "best"}),
             "derived[0].relative_to.prediction",

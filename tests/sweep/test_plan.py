@@ -133,3 +133,37 @@ def test_a_grid_with_too_many_points_is_refused_before_it_is_expanded(tmp_path):
     assert caught.value.field == "grid" and "--max-points" in str(caught.value)
     small = {key: values[:2] for key, values in grid.items()}
     assert len(plan_sweep({"base": make_spec_data(), "grid": small}, tmp_path, max_points=8).points) == 8
+
+
+@pytest.mark.parametrize(("text", "kind"), [("", "nothing"), ("- a\n", "a list"), ("7\n", "a int")])
+@pytest.mark.parametrize("command", ["sweep", "study"])
+def test_a_file_that_is_not_a_mapping_is_named(tmp_path, capsys, command, text, kind):
+    """Before: "Input should be a valid dictionary or instance of SweepFile", naming no file."""
+    from astra_hetero.cli.main import main
+
+    (tmp_path / "f.yaml").write_text(text)
+    assert main([command, str(tmp_path / "f.yaml"), "-o", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"f.yaml: a {command} file holds a mapping of keys, not {kind}" in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("base", "field", "says"),
+    [
+        ("missing.yaml", "base", "spec file not found"),
+        (
+            {**make_spec_data(), "parallelism": {"tp": 3, "pp": 1, "dp": 1, "global_batch_size": 4}},
+            "base.parallelism",
+            "",
+        ),
+        ("odd.yaml", "base.parallelism", "odd.yaml"),
+    ],
+)
+def test_errors_in_the_base_name_the_base(tmp_path, base, field, says):
+    """Before: "parallelism: ..." alone, which could be the sweep's or any file's."""
+    odd = {**make_spec_data(), "parallelism": {"tp": 3, "pp": 1, "dp": 1, "global_batch_size": 4}}
+    (tmp_path / "odd.yaml").write_text(yaml.safe_dump(odd))
+    with pytest.raises(SpecError) as error:
+        plan_sweep({"base": base, "grid": {"parallelism.tp": [1]}}, tmp_path)
+    assert error.value.field == field and says in error.value.reason

@@ -81,11 +81,14 @@ def test_the_map_names_each_ranks_class_groups_and_peers(tmp_path):
         (lambda d: d.update(format="other"), "format"),
         (lambda d: d.update(num_ranks=17), "num_ranks"),
         (lambda d: d["class_of"].append([0, 1]), "class_of"),
+        # expanded before it was checked: an OverflowError (or gigabytes of list) before
+        (lambda d: d["class_of"].__setitem__(0, [d["class_of"][0][0], 10**29]), "more than the 16 ranks"),
         (lambda d: d["class_of"].__setitem__(0, [99, d["class_of"][0][1]]), "class_of"),
         (lambda d: d["groups"].pop(), "groups"),
         (lambda d: d["peers"].__setitem__(3, ["x"]), "peers[3]"),
         (lambda d: d["classes"][0].update(trace="../elsewhere.et"), "classes[0].trace"),
         (lambda d: d["classes"][0].update(trace="workload/classes/none.et"), "class trace missing"),
+        (lambda d: d["classes"][0].update(trace="x" * 300), "longer than 255 bytes"),  # an OSError before
     ],
 )
 def test_a_damaged_map_is_refused_naming_the_file_and_field(tmp_path, change, message):

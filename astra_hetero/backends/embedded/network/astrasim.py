@@ -77,6 +77,19 @@ class AstraSimCommPlanner:
             plan = self._plans[key] = (PhasePlan((), 0.0, self.delay(src, dst, size), 0.0),)
         return plan
 
+    def choice(self, members: tuple[int, ...], kind: str, size: int) -> tuple[str, str] | None:
+        """(algorithm, protocol) for the trace viewer: the system file's implementation of each
+        phase the collective runs ("ring+direct" over two dimensions), direct for a transfer; ASTRA-sim
+        has no protocols. Only called for collectives already planned, so the file has their kind."""
+        if kind == "p2p":
+            return ("direct", "")
+        if len(members) < 2:
+            return None
+        if len(members) != self.num_npus:
+            return (self._group_ring(members, kind).implementation.name, "")
+        names = [r.implementation.name for r in self._world_rings(kind) if len(r.lines[0]) > 1]
+        return ("+".join(names), "") if names else None
+
     # --- one collective -----------------------------------------------------------------------
     def _collective_ns(self, members: tuple[int, ...], kind: str, size: int) -> int:
         if len(members) < 2:

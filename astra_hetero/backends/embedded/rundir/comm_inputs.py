@@ -95,7 +95,7 @@ def link_kinds(path: Path, topology: Topology) -> tuple[str, ...] | None:
     if not isinstance(kinds, list) or len(kinds) != num_lines:
         raise RunDirError(f"{path}: needs one kind per link of ns3/topology.txt ({num_lines})")
     known = nccl_constants().link_kinds
-    unknown = sorted({str(k) for k in kinds if k not in known})
+    unknown = sorted({str(k) for k in kinds if not isinstance(k, str) or k not in known})  # [] is unhashable
     if unknown:
         raise RunDirError(f"{path}: unknown link kind(s) {', '.join(unknown)}; known: {', '.join(known)}")
     return tuple(kinds)

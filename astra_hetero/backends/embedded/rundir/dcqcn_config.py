@@ -14,7 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from astra_hetero.errors import RunDirError
-from astra_hetero.units import gbps_to_bytes_per_ns, parse_rate_to_gbps
+from astra_hetero.units import MAX_LINK_GBPS, gbps_to_bytes_per_ns, parse_rate_to_gbps
+
+# Larger than any timer (us), size (bytes, MB) or threshold (KB) a config means; 1e308 would make the
+# fluid model's times infinite and nan would pass every comparison.
+MAX_VALUE = 1e12
 
 
 @dataclass(frozen=True)
@@ -52,14 +56,26 @@ class DcqcnParams:
             ) from None
 
 
-def read_dcqcn_config(path: Path) -> DcqcnParams:
+def read_config_values(path: Path, model: str) -> dict[str, str]:
+    """config.txt's `KEY value` lines (the one reader of the file for every link model): a missing,
+    unreadable or binary file is an error naming it and the `model` that reads it."""
     if not path.is_file():
-        raise RunDirError(f"{path}: missing (link_model dcqcn reads DCQCN's parameters from it)")
+        raise RunDirError(f"{path}: missing (link_model {model} reads its parameters from it)")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else exc.strerror or str(exc)
+        raise RunDirError(f"{path}: cannot be read ({reason})") from None
     values: dict[str, str] = {}
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         key, _, value = line.strip().partition(" ")
         if key and not key.startswith("#"):
             values[key] = value.strip()
+    return values
+
+
+def read_dcqcn_config(path: Path) -> DcqcnParams:
+    values = read_config_values(path, "dcqcn")
 
     def get(key: str) -> str:
         if key not in values or not values[key]:
@@ -72,9 +88,10 @@ def read_dcqcn_config(path: Path) -> DcqcnParams:
         except ValueError:
             raise RunDirError(f"{path}: {key} must be a number, not {values[key]!r}") from None
         bad = value <= 0 if positive else value < 0
-        if bad:
+        if bad or not value <= MAX_VALUE:  # nan fails the comparison too
             raise RunDirError(
-                f"{path}: {key} must be {'positive' if positive else 'non-negative'}, not {value:g}"
+                f"{path}: {key} must be {'positive' if positive else 'non-negative'} and at most "
+                f"{MAX_VALUE:g}, not {value:g}"
             )
         return value
 
@@ -83,8 +100,10 @@ def read_dcqcn_config(path: Path) -> DcqcnParams:
             gbps = parse_rate_to_gbps(get(key))
         except ValueError:
             raise RunDirError(f"{path}: {key} must be a rate such as 50Mb/s, not {values[key]!r}") from None
-        if gbps < 0:
-            raise RunDirError(f"{path}: {key} must not be negative")
+        if not 0 <= gbps <= MAX_LINK_GBPS:  # nan and inf too
+            raise RunDirError(
+                f"{path}: {key} must be a rate from 0 to {MAX_LINK_GBPS:g} Gbps, not {values[key]!r}"
+            )
         return gbps_to_bytes_per_ns(gbps)
 
     if get("CC_MODE") != "1":
@@ -129,8 +148,10 @@ def _rate_map(path: Path, key: str, text: str) -> dict[int, float]:
     try:
         count = int(fields[0])
         pairs = [(int(float(fields[1 + 2 * i])), float(fields[2 + 2 * i])) for i in range(count)]
-    except (ValueError, IndexError):
+    except (ValueError, IndexError, OverflowError):  # OverflowError: int(float("inf"))
         raise RunDirError(f"{path}: {key} must be 'N rate value ...' with N pairs, not {text!r}") from None
+    if not all(rate > 0 and 0 <= value <= MAX_VALUE for rate, value in pairs):  # nan fails as well
+        raise RunDirError(f"{path}: {key} needs positive rates and values from 0 to {MAX_VALUE:g}")
     if len(fields) != 1 + 2 * count:
         raise RunDirError(f"{path}: {key} says {count} entries but holds {(len(fields) - 1) / 2:g}")
     return dict(pairs)

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from astra_hetero import rundir
+from astra_hetero.backends.embedded.rundir.dcqcn_config import read_config_values
 from astra_hetero.backends.embedded.rundir.topology import Topology
 from astra_hetero.errors import RunDirError
 
@@ -50,6 +51,7 @@ ACK_MIN_QBB_BYTES = 60 - 14 - 20  # ns-3 pads an ACK's payload as if to a 60-byt
 # INT header bytes by ns-3 CC_MODE (3 HPCC, 7 TIMELY, 10 HPCC-PINT at one byte); others carry none.
 INT_BYTES = {3: 5 * 8 + 2, 7: 8, 10: 1}
 DEFAULT_PAYLOAD_BYTES = 1000  # ns-3's own default PACKET_PAYLOAD_SIZE
+MAX_PAYLOAD_BYTES = 65_535  # an IP packet's largest total length (RFC 791); a payload cannot be more
 FLUID_MODELS = ("dcqcn", "auto")  # link models that simulate DCQCN on top of ns3_packets' links
 
 
@@ -147,17 +149,14 @@ def _packets(topology: Topology, root: Path, manifest: dict[str, Any]) -> tuple[
 
 
 def _payload_and_cc_mode(config: Path) -> tuple[int, int]:
-    if not config.is_file():
-        raise RunDirError(f"{config}: missing (link_model ns3_packets reads the packet size from it)")
-    values: dict[str, str] = {}
-    for line in config.read_text().splitlines():
-        key, _, value = line.strip().partition(" ")
-        values[key] = value.strip()
+    values = read_config_values(config, "ns3_packets")
     try:
         payload = int(values.get("PACKET_PAYLOAD_SIZE", DEFAULT_PAYLOAD_BYTES))
         cc_mode = int(values.get("CC_MODE", 1))
     except ValueError as exc:
         raise RunDirError(f"{config}: PACKET_PAYLOAD_SIZE and CC_MODE must be integers ({exc})") from None
-    if payload <= 0:
-        raise RunDirError(f"{config}: PACKET_PAYLOAD_SIZE must be positive, not {payload}")
+    if not 0 < payload <= MAX_PAYLOAD_BYTES:
+        raise RunDirError(
+            f"{config}: PACKET_PAYLOAD_SIZE must be from 1 to {MAX_PAYLOAD_BYTES} bytes, not {payload}"
+        )
     return payload, cc_mode
