@@ -7,11 +7,11 @@ is written.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
+from astra_hetero.astrasim_inputs.json_file import read_json_object
 from astra_hetero.errors import RunDirError
 
 # AnalyticalRemoteMemory.cc accepts these and exits with "Unsupported memory type" on anything else.
@@ -21,16 +21,7 @@ NUMBERS = ("num-nodes", "num-npus-per-node", "remote-mem-latency", "remote-mem-b
 
 def check_remote_memory(path: Path) -> dict[str, Any]:
     """The file's settings; RunDirError naming the file and the key when ASTRA-sim could not use it."""
-    try:
-        data = json.loads(Path(path).read_bytes())
-    except FileNotFoundError:
-        raise RunDirError(f"{path}: remote-memory file missing") from None
-    except OSError as exc:
-        raise RunDirError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    except ValueError:  # the decoder's message may quote the file; the position is enough
-        raise RunDirError(f"{path}: not a JSON remote-memory file") from None
-    if not isinstance(data, dict):
-        raise RunDirError(f"{path}: a remote-memory file is a JSON object (memory-type, ...)")
+    data = read_json_object(path, "remote-memory file", "memory-type, ...")
     kind = data.get("memory-type", MEMORY_TYPES[0])
     if kind not in MEMORY_TYPES:
         raise RunDirError(f"{path}: memory-type must be one of {', '.join(MEMORY_TYPES)}, not {kind!r}")

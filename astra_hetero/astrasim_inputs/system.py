@@ -16,12 +16,12 @@ A value ASTRA-sim would refuse (an unknown policy or algorithm) is an error nami
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from astra_hetero.astrasim_inputs.json_file import read_json_object
 from astra_hetero.errors import RunDirError
 
 COLLECTIVE_KEYS = {
@@ -82,7 +82,7 @@ class SystemConfig:
 
 
 def read_system(path: Path, injection_scale: float = 1.0) -> SystemConfig:
-    data = _load(path)
+    data = read_json_object(path, "system file", "of settings")
     where = str(path)
     policy = _choice(data, "scheduling-policy", SCHEDULING_POLICIES, "LIFO", where)
     optimization = _choice(data, "collective-optimization", OPTIMIZATIONS, "baseline", where)
@@ -132,20 +132,6 @@ def read_system(path: Path, injection_scale: float = 1.0) -> SystemConfig:
         model_shared_bus=_flag(data, "model-shared-bus", where),
         other_keys=tuple(sorted(set(data) - known)),
     )
-
-
-def _load(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_bytes())
-    except FileNotFoundError:
-        raise RunDirError(f"{path}: system file missing") from None
-    except OSError as exc:
-        raise RunDirError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    except ValueError as exc:
-        raise RunDirError(f"{path}: not a JSON system file ({exc})") from None
-    if not isinstance(data, dict):
-        raise RunDirError(f"{path}: a system file is a JSON object of settings")
-    return data
 
 
 def _choice(data: dict[str, Any], key: str, valid: tuple[str, ...], default: str, where: str) -> str:
