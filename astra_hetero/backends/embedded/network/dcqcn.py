@@ -276,6 +276,7 @@ class DcqcnNetwork:
         self._dirty = True  # rates must be solved again
         self._by_level: list[list[tuple[_Sub, list[tuple[int, float, float]]]]] | None = []
         self._nics: list[list[int]] = []
+        self._levels_plan: list[tuple[list, list, list[int]]] = []  # (`_structure`: what `_shape` reads)
         self._used: list[int] = []
         self._used_queues: list[int] = []  # queues some sub-flow crosses (others stay as they are)
         # of those, the ones holding bytes or filling as of the last rate solution: the others stay
@@ -443,6 +444,7 @@ class DcqcnNetwork:
         # per queue above KMIN at either end of the interval: log of the chance a packet leaves it
         # unmarked at its mean marking chance (-inf: all are marked)
         marking: dict[int, float] = {}
+        log1p = math.log1p
         for link in self._active:
             old = queue[link]
             inflow = arrival[link]
@@ -464,9 +466,23 @@ class DcqcnNetwork:
                     self._dirty = True  # who passes what, or PFC, changes
                 kmin = kmins[link]
                 if q > kmin or old > kmin:
+                    # (`_mark` at both ends, inlined: the same expressions)
                     spec = links[link]
-                    prob = (_mark(spec, old) + _mark(spec, q)) / 2
-                    marking[link] = -math.inf if prob >= 1 else math.log1p(-prob)
+                    kmax = spec.kmax
+                    if old <= kmin:
+                        p0 = 0.0
+                    elif old > kmax:
+                        p0 = 1.0
+                    else:
+                        p0 = spec.pmax * (old - kmin) / (kmax - kmin) if kmax > kmin else 1.0
+                    if q <= kmin:
+                        p1 = 0.0
+                    elif q > kmax:
+                        p1 = 1.0
+                    else:
+                        p1 = spec.pmax * (q - kmin) / (kmax - kmin) if kmax > kmin else 1.0
+                    prob = (p0 + p1) / 2
+                    marking[link] = -math.inf if prob >= 1 else log1p(-prob)
         decay = math.exp(self._gain_per_ns * dt)
         alpha_packets = p.alpha_resume_interval_ns / p.payload_bytes  # packets per byte per ns, times ns
         cut_packets = p.rate_decrease_interval_ns / p.payload_bytes
@@ -479,8 +495,10 @@ class DcqcnNetwork:
         users = self.users
         for link in marking:
             marked.update(users[link])  # (its keys, in their order)
+        subs = self.subs
+        never = -math.inf
         for sub in marked:
-            if sub.done_at != NEVER_NS or sub not in self.subs:
+            if sub.done_at != NEVER_NS or sub not in subs:
                 continue  # ended since the links' users were last gathered
             # marks fall on the packets the sub-flow sends through each marking queue on its path
             # (at most its share of the drain); log of "no mark" per ns
@@ -489,7 +507,7 @@ class DcqcnNetwork:
                 for link, rate in sub.out:
                     unmark = marking.get(link)
                     if unmark is not None and rate > 0:
-                        if unmark == -math.inf:
+                        if unmark == never:
                             unmarked = unmark
                             break
                         unmarked += rate * unmark
@@ -599,32 +617,33 @@ class DcqcnNetwork:
             and sub.done_at == NEVER_NS
             and sub.remaining <= sub.x * 0.5 + _EPS * (sub.remaining if sub.remaining > 1.0 else 1.0)
         ]
-        for sub in ended:
-            sub.remaining = 0.0
-            sub.done_at = now + self._drain_ns(sub)
-        for sub in ended:
-            if sub.message + 1 < sub.flow.messages:  # its arrival lets the next messages go
-                self._seq += 1
-                heapq.heappush(self._arrivals, (max(sub.done_at, now + 1), self._seq, sub))
-        for sub in ended:
-            ends = sub.flow.path_ends
-            if ends is not None:  # the path's last message arrives: its receiver's part may end
-                entry = ends[sub.path]
-                entry[0] += 1
-                entry[1] = max(entry[1], sub.done_at)
-                if entry[0] == sub.flow.messages:
-                    self.paths_done.append((sub.flow, sub.path, entry[1]))
-        for flow in dict.fromkeys(sub.flow for sub in ended):
-            complete = all(n == flow.messages for n in flow.started)
-            if complete and all(sub.done_at != NEVER_NS for sub in flow.subs):
-                flow.done_at = max(sub.done_at for sub in flow.subs)
-                flow.remaining = 0.0
-                flow.version += 1
-                finished.append(flow)
-        for sub in ended:
-            self.subs.pop(sub)
-            self._by_level = None
-            self._dirty = True
+        if ended:  # (most steps end no sub-flow)
+            for sub in ended:
+                sub.remaining = 0.0
+                sub.done_at = now + self._drain_ns(sub)
+            for sub in ended:
+                if sub.message + 1 < sub.flow.messages:  # its arrival lets the next messages go
+                    self._seq += 1
+                    heapq.heappush(self._arrivals, (max(sub.done_at, now + 1), self._seq, sub))
+            for sub in ended:
+                ends = sub.flow.path_ends
+                if ends is not None:  # the path's last message arrives: its receiver's part may end
+                    entry = ends[sub.path]
+                    entry[0] += 1
+                    entry[1] = max(entry[1], sub.done_at)
+                    if entry[0] == sub.flow.messages:
+                        self.paths_done.append((sub.flow, sub.path, entry[1]))
+            for flow in dict.fromkeys(sub.flow for sub in ended):
+                complete = all(n == flow.messages for n in flow.started)
+                if complete and all(sub.done_at != NEVER_NS for sub in flow.subs):
+                    flow.done_at = max(sub.done_at for sub in flow.subs)
+                    flow.remaining = 0.0
+                    flow.version += 1
+                    finished.append(flow)
+            for sub in ended:
+                self.subs.pop(sub)
+                self._by_level = None
+                self._dirty = True
         self._rates()
         self._plan(now)
         return finished
@@ -669,6 +688,7 @@ class DcqcnNetwork:
         per_level: dict[float, list[tuple[_Sub, list[tuple[int, float, float]]]]] = {}
         used: dict[int, None] = {}
         feeders: dict[int, list[tuple[_Sub, list[int] | None]]] = {}
+        is_queued = self._is_queued
         for sub in self.subs:
             before: list[int] | None = None  # the queued links one level back (None: the host)
             for level, hops in sub.levels:
@@ -676,16 +696,28 @@ class DcqcnNetwork:
                 for link, _, w in hops:
                     users[link][sub] = w
                     used[link] = None
-                    if self.links[link].queued:
+                    if is_queued[link]:
                         feeders.setdefault(link, []).append((sub, before))
-                queued = [link for link, _, _ in hops if self.links[link].queued]
+                queued = [link for link, _, _ in hops if is_queued[link]]
                 before = queued or None
         self._by_level = [per_level[level] for level in sorted(per_level)]
         # per level, its queue-less links (hosts' NICs: shared max-min, `_fair_levels`)
-        is_queued = self._is_queued
         self._nics = [
             list(dict.fromkeys(link for _, hops in entries for link, _, _ in hops if not is_queued[link]))
             for entries in self._by_level
+        ]
+        # what `_shape` reads per level: (entries, per entry (sub-flow, hops, (link, queued) per hop,
+        # whether its first hop is queue-less), the level's queue-less links)
+        self._levels_plan = [
+            (
+                entries,
+                [
+                    (sub, hops, [(link, is_queued[link]) for link, _, _ in hops], not is_queued[hops[0][0]])
+                    for sub, hops in entries
+                ],
+                nics,
+            )
+            for entries, nics in zip(self._by_level, self._nics, strict=True)
         ]
         self._used = list(used)
         self._feeders = sorted(feeders.items(), key=lambda item: -self.links[item[0]].level)
@@ -697,7 +729,7 @@ class DcqcnNetwork:
                 n = max(1.0, min(sum(users[link].values()), spec.ingress))
                 self.pfc_at[link] = spec.pfc * 9 * n / (8 + n)
         queue = self.queue  # queues still draining stay, with no arrival
-        self._used_queues = [k for k in self._queued if k in used or queue[k] > 0]
+        self._used_queues = [k for k in self._queued if queue[k] > 0 or k in used]
 
     def _pfc(self) -> None:
         """PFC, hop by hop: a queue at its pause threshold and still filling pauses what feeds it, so
@@ -753,7 +785,7 @@ class DcqcnNetwork:
         sub-flow's share of the queue-less links it crosses first (its host's: how fast it can
         inject), and notes each sub-flow's rate out of each queue it crosses (`out`)."""
         arrival, capacity, queue, links, eff = self.arrival, self.capacity, self.queue, self.links, self.eff
-        is_queued = self._is_queued
+        over = 1 + _EPS  # (bound once: the same factor as written out in each comparison)
         for link in self._used:
             arrival[link] = 0.0
         factor = {}
@@ -761,25 +793,25 @@ class DcqcnNetwork:
             factor[sub] = sub.x
             sub.out = []
         share_of: dict[_Sub, float] = {}
-        for entries, nics in zip(self._by_level, self._nics, strict=True):  # type: ignore[arg-type]
-            for sub, hops in entries:
+        for entries, plan, nics in self._levels_plan:
+            for sub, hops, _, _ in plan:
                 rate = factor[sub]
                 for link, _, w in hops:
                     arrival[link] += w * rate
             level = _NO_LEVELS
             for link in nics:
-                if arrival[link] > capacity[link] * eff[link] * (1 + _EPS):
+                if arrival[link] > capacity[link] * eff[link] * over:
                     level = _fair_levels(entries, factor, arrival, capacity, eff, links)
                     break
-            for sub, hops in entries:
+            for sub, _, flags, from_host in plan:
                 rate = factor[sub]
                 share = math.inf
-                for link, _, _ in hops:
+                out = sub.out
+                for link, queued in flags:
                     a, c = arrival[link], capacity[link] * eff[link]
-                    queued = is_queued[link]
                     if queued and queue[link] > 0 and a > 0:
                         one = c / a  # a backlog: the link sends at its rate, in the mix that arrives
-                    elif a > c * (1 + _EPS):
+                    elif a > c * over:
                         if link in level:  # a host's link: its queue pairs in turn, each up to its rate
                             fair = level[link]
                             one = fair / rate if fair < rate else 1.0
@@ -788,11 +820,12 @@ class DcqcnNetwork:
                     else:
                         one = 1.0
                     if queued:
-                        sub.out.append((link, rate * one if one < 1.0 else rate))
+                        out.append((link, rate * one if one < 1.0 else rate))
                     if one < share:
                         share = one
-                if share < 1 and not is_queued[hops[0][0]]:
-                    share_of[sub] = min(share_of.get(sub, 1.0), share)
+                if share < 1 and from_host:
+                    before = share_of.get(sub, 1.0)
+                    share_of[sub] = share if share < before else before
                 factor[sub] = rate * share
         return share_of
 
@@ -852,7 +885,16 @@ class DcqcnNetwork:
             pending = sub.pending
             if pending:
                 waiting = True
-            if sub.rc > floor and (owes or pending or (marks and any(link in marks for link, _ in sub.out))):
+            live_sub = False  # a cut can still change its rate
+            if sub.rc > floor:
+                if owes or pending:
+                    live_sub = True
+                elif marks:
+                    for link, _ in sub.out:  # (a loop, not any() over a generator)
+                        if link in marks:
+                            live_sub = True
+                            break
+            if live_sub:
                 live = True
                 if pending:  # the tick at which its next CNPs count
                     at = -(-ceil(pending[0][0] - 1e-6) // tick) * tick
