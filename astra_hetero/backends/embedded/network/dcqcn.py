@@ -250,6 +250,7 @@ class DcqcnNetwork:
         self.links = links
         self._is_queued = [link.queued for link in links]  # (plain lists: read in the hot loops)
         self._kmin = [link.kmin for link in links]
+        self._depth = [-link.level for link in links]  # (sort key: downstream links first)
         self.p = params
         self.link_of = link_of
         self.reverse = reverse  # engine link -> the link back (-1: none): where ACKs and CNPs return
@@ -275,8 +276,9 @@ class DcqcnNetwork:
         self._coarse = self._tick * max(1, int(params.rp_timer_ns / 32 // self._tick))
         self._dirty = True  # rates must be solved again
         self._by_level: list[list[tuple[_Sub, list[tuple[int, float, float]]]]] | None = []
-        self._nics: list[list[int]] = []
-        self._levels_plan: list[tuple[list, list, list[int]]] = []  # (`_structure`: what `_shape` reads)
+        self._levels_plan: list[
+            tuple[list, list, list, list[int]]
+        ] = []  # (`_structure`: what `_shape` reads)
         self._used: list[int] = []
         self._used_queues: list[int] = []  # queues some sub-flow crosses (others stay as they are)
         # of those, the ones holding bytes or filling as of the last rate solution: the others stay
@@ -483,14 +485,14 @@ class DcqcnNetwork:
                         p1 = spec.pmax * (q - kmin) / (kmax - kmin) if kmax > kmin else 1.0
                     prob = (p0 + p1) / 2
                     marking[link] = -math.inf if prob >= 1 else log1p(-prob)
-        decay = math.exp(self._gain_per_ns * dt)
-        alpha_packets = p.alpha_resume_interval_ns / p.payload_bytes  # packets per byte per ns, times ns
-        cut_packets = p.rate_decrease_interval_ns / p.payload_bytes
         for sub in self.subs:  # (every sub-flow here is still sending: `_settle` drops the others)
             sub.remaining -= sub.x * dt
         if not marking:
             self.t = now
             return
+        decay = math.exp(self._gain_per_ns * dt)
+        alpha_packets = p.alpha_resume_interval_ns / p.payload_bytes  # packets per byte per ns, times ns
+        cut_packets = p.rate_decrease_interval_ns / p.payload_bytes
         marked: dict[_Sub, float] = {}  # the sub-flows crossing a marking queue (keys)
         users = self.users
         for link in marking:
@@ -692,42 +694,54 @@ class DcqcnNetwork:
         for sub in self.subs:
             before: list[int] | None = None  # the queued links one level back (None: the host)
             for level, hops in sub.levels:
-                per_level.setdefault(level, []).append((sub, hops))
+                entry = (sub, hops)
+                at_level = per_level.get(level)
+                if at_level is None:
+                    per_level[level] = [entry]
+                else:
+                    at_level.append(entry)
+                queued: list[int] | None = None
                 for link, _, w in hops:
                     users[link][sub] = w
                     used[link] = None
                     if is_queued[link]:
                         feeders.setdefault(link, []).append((sub, before))
-                queued = [link for link, _, _ in hops if is_queued[link]]
-                before = queued or None
-        self._by_level = [per_level[level] for level in sorted(per_level)]
-        # per level, its queue-less links (hosts' NICs: shared max-min, `_fair_levels`)
-        self._nics = [
-            list(dict.fromkeys(link for _, hops in entries for link, _, _ in hops if not is_queued[link]))
-            for entries in self._by_level
-        ]
-        # what `_shape` reads per level: (entries, per entry (sub-flow, hops, (link, queued) per hop,
-        # whether its first hop is queue-less), the level's queue-less links)
-        self._levels_plan = [
-            (
-                entries,
-                [
-                    (sub, hops, [(link, is_queued[link]) for link, _, _ in hops], not is_queued[hops[0][0]])
-                    for sub, hops in entries
-                ],
-                nics,
-            )
-            for entries, nics in zip(self._by_level, self._nics, strict=True)
-        ]
+                        if queued is None:
+                            queued = [link]
+                        else:
+                            queued.append(link)
+                before = queued
+        # per level: its entries, what `_shape` reads — (sub-flow, link, arrival weight) per hop of
+        # each entry in turn, per entry (sub-flow, (link, queued) per hop, whether its first hop is
+        # queue-less) — and its queue-less links (hosts' NICs: shared max-min, `_fair_levels`)
+        by_level, plans = [], []
+        for level in sorted(per_level):
+            entries = per_level[level]
+            loads, plan, nics = [], [], {}
+            for sub, hops in entries:
+                flags = []
+                for link, _, w in hops:
+                    queued_link = is_queued[link]
+                    if not queued_link:
+                        nics[link] = None
+                    loads.append((sub, link, w))
+                    flags.append((link, queued_link))
+                plan.append((sub, flags, not is_queued[hops[0][0]]))
+            by_level.append(entries)
+            plans.append((entries, loads, plan, list(nics)))
+        self._by_level = by_level
+        self._levels_plan = plans
         self._used = list(used)
-        self._feeders = sorted(feeders.items(), key=lambda item: -self.links[item[0]].level)
+        links, depth = self.links, self._depth
+        self._feeders = sorted(feeders.items(), key=lambda item: depth[item[0]])
         # ns-3 pauses an ingress whose share of the buffer reaches (B - used) / 8: with n ingresses
         # alike feeding one queue, at q = n B / (8 + n) (n = 1: the links' B/9)
+        pfc_at = self.pfc_at
         for link in used:
-            spec = self.links[link]
-            if spec.queued:
+            if is_queued[link]:
+                spec = links[link]
                 n = max(1.0, min(sum(users[link].values()), spec.ingress))
-                self.pfc_at[link] = spec.pfc * 9 * n / (8 + n)
+                pfc_at[link] = spec.pfc * 9 * n / (8 + n)
         queue = self.queue  # queues still draining stay, with no arrival
         self._used_queues = [k for k in self._queued if queue[k] > 0 or k in used]
 
@@ -793,17 +807,15 @@ class DcqcnNetwork:
             factor[sub] = sub.x
             sub.out = []
         share_of: dict[_Sub, float] = {}
-        for entries, plan, nics in self._levels_plan:
-            for sub, hops, _, _ in plan:
-                rate = factor[sub]
-                for link, _, w in hops:
-                    arrival[link] += w * rate
+        for entries, loads, plan, nics in self._levels_plan:
+            for sub, link, w in loads:
+                arrival[link] += w * factor[sub]
             level = _NO_LEVELS
             for link in nics:
                 if arrival[link] > capacity[link] * eff[link] * over:
                     level = _fair_levels(entries, factor, arrival, capacity, eff, links)
                     break
-            for sub, _, flags, from_host in plan:
+            for sub, flags, from_host in plan:
                 rate = factor[sub]
                 share = math.inf
                 out = sub.out
