@@ -752,12 +752,13 @@ class DcqcnNetwork:
         pauses the link before it in turn; a paused host sends only what the first hop takes. Solved
         downstream first, repeated until no queue at its threshold receives more than it drains."""
         capacity, queue, arrival, eff, pfc_at = self.capacity, self.queue, self.arrival, self.eff, self.pfc_at
+        over = 1 + _EPS  # (bound once: the same factor as written out in each comparison)
         pausing: set[int] = set()
         for _ in range(_PFC_ROUNDS):
             throttle: dict[_Sub, float] = {}
             for link, feeders in self._feeders:
                 drain = capacity[link] * eff[link]
-                if queue[link] < pfc_at[link] * (1 - 1e-6) or arrival[link] <= drain * (1 + _EPS):
+                if queue[link] < pfc_at[link] * (1 - 1e-6) or arrival[link] <= drain * over:
                     continue
                 pausing.add(link)
                 share = drain / arrival[link]
@@ -784,13 +785,14 @@ class DcqcnNetwork:
             for sub, share in throttle.items():
                 sub.x *= share
             self._shape()
+        paused = self.paused
         for link in self._used_queues:
             if link in pausing:
-                if not self.paused[link]:
-                    self.paused[link] = True
+                if not paused[link]:
+                    paused[link] = True
                     self.pfc_pauses += 1
             elif queue[link] < pfc_at[link] * (1 - 1e-6):
-                self.paused[link] = False
+                paused[link] = False
 
     def _shape(self) -> dict[_Sub, float]:
         """Arrival per link with each sub-flow shaped by the links before it on its path: a link with
