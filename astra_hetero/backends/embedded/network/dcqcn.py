@@ -802,6 +802,7 @@ class DcqcnNetwork:
         inject), and notes each sub-flow's rate out of each queue it crosses (`out`)."""
         arrival, capacity, queue, links, eff = self.arrival, self.capacity, self.queue, self.links, self.eff
         over = 1 + _EPS  # (bound once: the same factor as written out in each comparison)
+        inf, no_levels = math.inf, _NO_LEVELS
         for link in self._used:
             arrival[link] = 0.0
         factor = {}
@@ -812,14 +813,14 @@ class DcqcnNetwork:
         for entries, loads, plan, nics in self._levels_plan:
             for sub, link, w in loads:
                 arrival[link] += w * factor[sub]
-            level = _NO_LEVELS
+            level = no_levels
             for link in nics:
                 if arrival[link] > capacity[link] * eff[link] * over:
                     level = _fair_levels(entries, factor, arrival, capacity, eff, links)
                     break
             for sub, flags, from_host in plan:
                 rate = factor[sub]
-                share = math.inf
+                share = inf
                 out = sub.out
                 for link, queued in flags:
                     a, c = arrival[link], capacity[link] * eff[link]
