@@ -168,18 +168,7 @@ def sweep_case(bases: Bases, work: Path, rng: random.Random) -> Case:
         "base": _tiny_base(),
         "grid": {"cluster.node_groups[0].nic.gbps": [100, 400], "parallelism.tp": [1, 2]},
     }
-    data, mutation = mutate(sweep, rng)
-    path = work / "sweep.yaml"
-    write_yaml(path, data)
-    out = work / "out"
-    return Case(
-        ["sweep", str(path), "-o", str(out), "--quiet"],
-        [out],
-        [],
-        (*mutation.names, "sweep.yaml"),
-        mutation.what,
-        point_failures=True,
-    )
+    return _mutated_batch_case("sweep", sweep, work, rng)
 
 
 def study_case(bases: Bases, work: Path, rng: random.Random) -> Case:
@@ -195,15 +184,22 @@ def study_case(bases: Bases, work: Path, rng: random.Random) -> Case:
         "tables": [{"title": "iteration", "rows": ["nic"], "values": ["iteration_time_us", "speedup"]}],
         "figures": [{"name": "it", "title": "t", "kind": "line", "x": "nic", "y": ["iteration_time_us"]}],
     }
-    data, mutation = mutate(study, rng)
-    path = work / "study.yaml"
+    return _mutated_batch_case("study", study, work, rng)
+
+
+def _mutated_batch_case(command: str, document: dict, work: Path, rng: random.Random) -> Case:
+    """`document` (a sweep or study file) with one field mutated, written as <command>.yaml and given to
+    `command`; a point that fails alone is allowed (exit 1), as sweeps and studies document."""
+    data, mutation = mutate(document, rng)
+    name = f"{command}.yaml"
+    path = work / name
     write_yaml(path, data)
     out = work / "out"
     return Case(
-        ["study", str(path), "-o", str(out), "--quiet"],
+        [command, str(path), "-o", str(out), "--quiet"],
         [out],
         [],
-        (*mutation.names, "study.yaml"),
+        (*mutation.names, name),
         mutation.what,
         point_failures=True,
     )
