@@ -362,6 +362,11 @@ class Engine(HostLane):
             and comm.size * phase.bytes_fraction > 0
         )
 
+    def _simulated(self, rank: int) -> int:
+        """The simulated rank that stands for `rank` (itself unless folded)."""
+        rows = self.comm.rows
+        return rows[rank] if rows else rank
+
     def _join(self, comm: Comm, g: int, now: int) -> None:
         """Member `g` issued a per-member collective: its communication is under way from now, and
         the first phase's paths it sends go (the first member creates the phase's flow with the
@@ -370,8 +375,7 @@ class Engine(HostLane):
         self.start_ns[g] = now
         self._begin_comm(rank, now)
         phase = comm.plan[0]
-        rows = self.comm.rows
-        senders = [rows[s] if rows else s for s in phase.senders]
+        senders = [self._simulated(s) for s in phase.senders]
         if comm.flow is None:
             comm.start_ns = now
             self._start_phase(comm, now, [s != rank for s in senders])
@@ -416,10 +420,9 @@ class Engine(HostLane):
                 flow.held = held  # type: ignore[attr-defined]
                 comm.flow = flow
                 if len(comm.plan) == 1 and len(phase.receivers) == len(phase.paths):
-                    rows = self.comm.rows
                     incoming: dict[int, int] = {}
                     for r in phase.receivers:
-                        row = rows[r] if rows else r
+                        row = self._simulated(r)
                         incoming[row] = incoming.get(row, 0) + 1
                     comm.incoming = incoming
                     flow.path_ends = []  # type: ignore[attr-defined]
@@ -445,7 +448,7 @@ class Engine(HostLane):
         ends with its last receive; its last send may still be on its way)."""
         phase = comm.plan[0]
         r = phase.receivers[path]
-        row = self.comm.rows[r] if self.comm.rows else r
+        row = self._simulated(r)
         left = comm.incoming[row] - 1  # type: ignore[index]
         comm.incoming[row] = left  # type: ignore[index]
         if not left:

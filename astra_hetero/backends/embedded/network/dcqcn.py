@@ -468,7 +468,9 @@ class DcqcnNetwork:
                     self._dirty = True  # who passes what, or PFC, changes
                 kmin = kmins[link]
                 if q > kmin or old > kmin:
-                    # (`_mark` at both ends, inlined: the same expressions)
+                    # RED/ECN marking probability (`SwitchMmu::ShouldSendCN`) at both ends of the
+                    # step: 0 up to KMIN, PMAX·(q − KMIN)/(KMAX − KMIN) up to KMAX, 1 above; written
+                    # out twice rather than called, as this loop runs every step
                     spec = links[link]
                     kmax = spec.kmax
                     if old <= kmin:
@@ -959,24 +961,6 @@ def _fair_levels(entries, factor, arrival, capacity, eff, links) -> dict[int, fl
             fair = left / weight
         level[link] = fair
     return level
-
-
-def _mark(spec: FluidLink, q: float) -> float:
-    """RED/ECN marking probability at queue length q (`SwitchMmu::ShouldSendCN`)."""
-    if q <= spec.kmin:
-        return 0.0
-    if q > spec.kmax:
-        return 1.0
-    return spec.pmax * (q - spec.kmin) / (spec.kmax - spec.kmin) if spec.kmax > spec.kmin else 1.0
-
-
-def _chance(prob: float, packets: float) -> float:
-    """The chance that at least one of `packets` packets is marked at probability `prob`."""
-    if prob <= 0 or packets <= 0:
-        return 0.0
-    if prob >= 1:
-        return 1.0
-    return -math.expm1(packets * math.log1p(-prob))
 
 
 def _ceil(ns: float) -> int:
